@@ -1,0 +1,286 @@
+"""The ``geoplan`` command line (formats.md is its contract).
+
+Exit status: 0 success; 1 ``validate`` found violations, or a solver could not
+run; 2 invalid input (one message naming the field, no traceback); 3 a
+formulation error (an exact model disagreeing with the evaluator: a bug).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from geoplan.errors import FormulationError, InputError, SolverError
+
+__all__ = ["main"]
+
+
+def _instance(args: argparse.Namespace) -> Any:
+    from geoplan.instance import load_instance
+
+    inst = load_instance(args.instance)
+    if getattr(args, "lam", None) is not None:
+        inst = inst.with_objective(lam=args.lam)
+    return inst
+
+
+def _lambda(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"lambda must be a number, got {text!r}") from None
+    if not 0 <= x <= 1:
+        raise argparse.ArgumentTypeError(f"lambda must lie in [0, 1], got {x}")
+    return x
+
+
+def _positive(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not x > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {x}")
+    return x
+
+
+def _param(text: str) -> tuple[str, Any]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from geoplan.cost import evaluate
+    from geoplan.display import format_evaluation
+    from geoplan.plan import load_plan
+
+    ev = evaluate(_instance(args), load_plan(args.plan))
+    if args.json:
+        print(json.dumps(ev.to_dict(), indent=None if args.compact else 2))
+    else:
+        print(format_evaluation(ev))
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from geoplan.plan import load_plan
+    from geoplan.validation import validate
+
+    violations = validate(_instance(args), load_plan(args.plan))
+    if args.json:
+        print(json.dumps({"feasible": not violations,
+                          "violations": [v.to_dict() for v in violations]}))
+    elif not violations:
+        print("feasible")
+    for v in violations if not args.json else ():
+        print(v.message)
+    return 1 if violations else 0
+
+
+def _warm_start(value: str | None) -> Any:
+    if value is None:
+        return None
+    from geoplan.plan import load_plan
+    from geoplan.solvers import get_solver
+
+    if Path(value).exists():
+        return load_plan(value)
+    try:
+        get_solver(value)
+    except InputError:
+        raise InputError(
+            "--warm-start", value, "neither a plan file nor a registered solver name"
+        ) from None
+    return value
+
+
+def cmd_solve(args: argparse.Namespace) -> int:
+    from geoplan.display import ProgressPrinter, format_evaluation
+    from geoplan.solvers import Callbacks, solve
+
+    inst = _instance(args)
+    progress = args.progress or (not args.quiet and sys.stderr.isatty())
+    result = solve(
+        inst,
+        args.solver,
+        seed=args.seed,
+        time_limit=args.time_limit,
+        threads=args.threads,
+        gap=args.gap,
+        warm_start=_warm_start(args.warm_start),
+        params=dict(args.param or []),
+        callbacks=ProgressPrinter() if progress else Callbacks(),
+    )
+    if args.out and result.plan is not None:
+        result.plan.to_json(args.out, indent=2)
+    if args.result:
+        Path(args.result).write_text(result.to_json(indent=2) + "\n")
+    if args.trace_csv:
+        result.write_trace_csv(args.trace_csv)
+    if args.json:
+        print(result.to_json())
+    else:
+        print(result.summary())
+        if result.plan is not None:
+            from geoplan.cost import evaluate
+
+            print(format_evaluation(evaluate(inst, result.plan)))
+        elif result.message:
+            print(result.message)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from geoplan.display import format_evaluation, format_plan
+    from geoplan.plan import load_plan
+
+    plan = load_plan(args.plan)
+    if args.instance:
+        from geoplan.cost import evaluate
+
+        print(format_evaluation(evaluate(_instance(args), plan)))
+    else:
+        print(format_plan(plan))
+    return 0
+
+
+def cmd_solvers(args: argparse.Namespace) -> int:
+    from geoplan.solvers import available_solvers
+
+    for s in available_solvers():
+        ws = " (warm start)" if s.warm_start else ""
+        print(f"{s.name:16s} {s.kind:9s} {s.description}{ws}")
+    return 0
+
+
+def cmd_space(args: argparse.Namespace) -> int:
+    from geoplan.space import plan_space_size
+
+    print(plan_space_size(args.n, args.layers))
+    return 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from geoplan.generators import by_family
+    from geoplan.instance import Instance
+
+    data = by_family(args.family, args.n, args.layers, args.seed)
+    if args.lam is not None:
+        data.setdefault("objective", {})["lambda"] = args.lam
+    Instance.from_dict(data)  # generated instances must load
+    text = json.dumps(data, indent=2)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    else:
+        print(text)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="geoplan",
+        description="Plan pipeline-parallel training over heterogeneous, geo-distributed GPUs.",
+    )
+    p.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    e = sub.add_parser("evaluate", help="price and explain a plan")
+    e.add_argument("instance")
+    e.add_argument("plan", help="plan JSON (or a solve result JSON)")
+    e.add_argument("--lambda", dest="lam", type=_lambda)
+    e.add_argument("--json", action="store_true")
+    e.add_argument("--compact", action="store_true", help="one-line JSON")
+    e.set_defaults(func=cmd_evaluate)
+
+    v = sub.add_parser("validate", help="check a plan; exit 1 with its violations")
+    v.add_argument("instance")
+    v.add_argument("plan")
+    v.add_argument("--json", action="store_true")
+    v.set_defaults(func=cmd_validate)
+
+    s = sub.add_parser("solve", help="run a solver")
+    s.add_argument("instance")
+    s.add_argument("--solver", required=True)
+    s.add_argument("--time-limit", type=_positive, default=60.0, help="seconds (default 60)")
+    s.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    s.add_argument("--threads", type=int, default=None, help="solver threads (default: cores)")
+    s.add_argument("--gap", type=float, default=0.0, help="relative gap target (default 0)")
+    s.add_argument("--warm-start", help="a solver name or a plan file")
+    s.add_argument("--lambda", dest="lam", type=_lambda)
+    s.add_argument("--param", action="append", type=_param, metavar="KEY=VALUE",
+                   help="solver-specific parameter (repeatable)")
+    s.add_argument("--out", help="write the plan JSON here")
+    s.add_argument("--result", help="write the full result JSON here")
+    s.add_argument("--trace-csv", help="write the trace as CSV here")
+    s.add_argument("--json", action="store_true", help="print the result JSON")
+    s.add_argument("--progress", action="store_true", help="show progress even when piped")
+    s.add_argument("--quiet", action="store_true", help="no progress output")
+    s.set_defaults(func=cmd_solve)
+
+    sh = sub.add_parser("show", help="print a plan's stage table")
+    sh.add_argument("plan")
+    sh.add_argument("instance", nargs="?", help="with an instance: costs per stage")
+    sh.add_argument("--lambda", dest="lam", type=_lambda)
+    sh.set_defaults(func=cmd_show)
+
+    sl = sub.add_parser("solvers", help="list the registered solvers")
+    sl.set_defaults(func=cmd_solvers)
+
+    sp = sub.add_parser("space", help="size f(N, L) of the plan space")
+    sp.add_argument("n", type=int)
+    sp.add_argument("layers", type=int)
+    sp.set_defaults(func=cmd_space)
+
+    g = sub.add_parser("generate", help="write a generated instance")
+    g.add_argument("family", help="paper, geo or metro")
+    g.add_argument("--n", type=int, required=True, help="number of GPUs")
+    g.add_argument("--layers", type=int, required=True)
+    g.add_argument("--seed", type=int, required=True)
+    g.add_argument("--lambda", dest="lam", type=_lambda)
+    g.add_argument("--out")
+    g.set_defaults(func=cmd_generate)
+
+    try:
+        from bench.cli import add_bench_parser
+    except ImportError:
+        pass
+    else:
+        add_bench_parser(sub)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except InputError as exc:
+        if args.debug:
+            raise
+        print(f"geoplan: error: {exc}", file=sys.stderr)
+        return 2
+    except FormulationError as exc:
+        if args.debug:
+            raise
+        print(f"geoplan: formulation error (this is a bug, please report it): {exc}",
+              file=sys.stderr)
+        return 3
+    except SolverError as exc:
+        if args.debug:
+            raise
+        print(f"geoplan: solver error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("geoplan: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0

@@ -1,0 +1,122 @@
+"""Human-readable tables of plans and evaluations, and a progress printer."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+from geoplan.cost import Evaluation, objective_units
+from geoplan.plan import Plan
+from geoplan.solvers import Callbacks
+
+__all__ = ["ProgressPrinter", "format_evaluation", "format_plan"]
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[k]) for r in rows)) if rows else len(h)
+              for k, h in enumerate(header)]
+    line = "  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))
+    out = [line, "  ".join("-" * w for w in widths)]
+    out += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(out)
+
+
+def format_plan(plan: Plan) -> str:
+    """Stage table of a plan alone: stage, GPU, layers and the layer range."""
+    rows = []
+    first = 1
+    for q, s in enumerate(plan.stages):
+        rows.append([str(q + 1), s.gpu, str(s.layers), f"{first}-{first + s.layers - 1}"])
+        first += s.layers
+    return _table(["stage", "gpu", "layers", "range"], rows)
+
+
+def format_evaluation(ev: Evaluation) -> str:
+    """Stage table with per-stage times and memory, then the totals."""
+    rows = []
+    first = 1
+    bott = ev.bottleneck_stage if ev.stages else -1
+    for q, s in enumerate(ev.stages):
+        rows.append([
+            str(q + 1) + ("*" if q == bott else ""),
+            s.gpu,
+            str(s.layers),
+            f"{first}-{first + s.layers - 1}",
+            f"{s.compute_ms:.3f}",
+            f"{s.comm_fwd_ms:.3f}",
+            f"{s.comm_bwd_ms:.3f}",
+            f"{s.tau_ms:.3f}",
+            f"{s.memory_gb:.2f}/{s.memory_limit_gb:.2f}",
+        ])
+        first += s.layers
+    table = _table(
+        ["stage", "gpu", "layers", "range", "compute ms", "fwd ms", "bwd ms", "tau ms",
+         "memory GB"],
+        rows,
+    )
+    lines = [
+        table,
+        "(* bottleneck stage)",
+        f"T_iter    {ev.t_iter_ms:.3f} ms",
+        f"E_iter    {ev.e_iter_j:.3f} J",
+        f"objective {ev.objective:.6g} {objective_units(ev.lam)} (lambda {ev.lam:g}"
+        + (f", T_ref {ev.t_ref_ms:.6g} ms, E_ref {ev.e_ref_j:.6g} J)"
+           if ev.t_ref_ms is not None and ev.e_ref_j is not None else ")"),
+        "feasible  " + ("yes" if ev.feasible else "NO"),
+    ]
+    lines += [f"  - {v.message}" for v in ev.violations]
+    return "\n".join(lines)
+
+
+class ProgressPrinter(Callbacks):
+    """Prints improvements and (at most twice a second) progress lines to a stream."""
+
+    def __init__(self, stream: TextIO | None = None, interval: float = 0.5) -> None:
+        self.stream = stream or sys.stderr
+        self.interval = interval
+        self._last = 0.0
+        self._t0 = time.perf_counter()
+        self._live = False
+
+    def on_start(self, solver: str, instance: Any, options: Any) -> None:
+        self._t0 = time.perf_counter()
+        self.stream.write(
+            f"{solver}: {instance.name} (N={instance.n}, L={instance.layers}), "
+            f"budget {options.time_limit:.1f} s, seed {options.seed}, {options.threads} thread(s)\n"
+        )
+
+    def _clear(self) -> None:
+        if self._live and self.stream.isatty():
+            self.stream.write("\r\033[K")
+        self._live = False
+
+    def on_improvement(self, seconds: float, incumbent: float | None, bound: float | None) -> None:
+        self._clear()
+        parts = [f"[{seconds:8.2f} s]"]
+        if incumbent is not None:
+            parts.append(f"incumbent {incumbent:.6g}")
+        if bound is not None:
+            parts.append(f"bound {bound:.6g}")
+        if incumbent and bound is not None and incumbent > 0:
+            parts.append(f"gap {100 * max(0.0, incumbent - bound) / incumbent:.3f}%")
+        self.stream.write("  ".join(parts) + "\n")
+        self.stream.flush()
+
+    def on_progress(self, info: Mapping[str, Any]) -> None:
+        now = time.perf_counter()
+        if now - self._last < self.interval or not self.stream.isatty():
+            return
+        self._last = now
+        body = "  ".join(
+            f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}" for k, v in info.items()
+        )
+        self.stream.write(f"\r\033[K[{now - self._t0:8.2f} s] {body}")
+        self.stream.flush()
+        self._live = True
+
+    def on_end(self, result: Any) -> None:
+        self._clear()
+        self.stream.write(result.summary() + "\n")
+        self.stream.flush()
