@@ -16,7 +16,7 @@ from geoplan.instance import Instance
 from geoplan.plan import Plan
 from geoplan.validation import Violation, validate
 
-__all__ = ["Evaluation", "StageCost", "evaluate", "objective_value", "objective_units"]
+__all__ = ["Evaluation", "StageCost", "evaluate", "objective_units", "objective_value"]
 
 
 @dataclass(frozen=True)

@@ -275,14 +275,36 @@ class Coefficients:
         so that rounding can never make the two disagree. May be negative (0 or
         less means the GPU cannot take that position at all).
         """
-        per = self.per_layer_bytes(q_stages)
-        extra = self.mem_last if last else 0.0
-        caps = np.floor((self.mem_cap - extra) / per).astype(np.int64)
-        # Fix off-by-one from floating point with the exact comparison.
-        up = (caps + 1) * per + extra <= self.mem_cap
-        caps = caps + up
-        down = (caps * per + extra > self.mem_cap) & (caps > 0)
-        return caps - down
+        return _layer_caps(self.mem_cap, self.per_layer_bytes(q_stages),
+                           self.mem_last if last else 0.0)
+
+
+def _layer_caps(mem_cap: np.ndarray, per: float, extra: float) -> np.ndarray:
+    """Largest n with ``n * per + extra <= mem_cap`` (the exact test decides ties)."""
+    caps = np.floor((mem_cap - extra) / per).astype(np.int64)
+    # Fix off-by-one from floating point with the exact comparison.
+    caps = caps + ((caps + 1) * per + extra <= mem_cap)
+    return caps - ((caps * per + extra > mem_cap) & (caps > 0))
+
+
+def memory_admits_pipeline(
+    mem_cap: np.ndarray, mem_w: float, mem_a: float, mem_last: float, layers: int
+) -> bool:
+    """Whether memory alone admits some plan (links ignored).
+
+    Per-layer bytes are the same on every GPU, so for each stage count Q the Q
+    GPUs with the most memory are best; each of them is tried as the last stage.
+    """
+    cap = np.sort(np.asarray(mem_cap, dtype=float))[::-1]
+    for q in range(1, min(len(cap), layers) + 1):
+        per = mem_w + (q + 1) * mem_a
+        mid = _layer_caps(cap[:q], per, 0.0)
+        if mid[q - 1] < 1:
+            return False  # the q-th largest holds no layer; more stages only shrink caps
+        last = _layer_caps(cap[:q], per, mem_last)
+        if np.any((last >= 1) & (mid.sum() - mid + last >= layers)):
+            return True
+    return False
 
 
 # --------------------------------------------------------------------------- instance
@@ -437,29 +459,13 @@ class Instance:
     def check_capacity(self) -> None:
         """Raise if no single GPU and no pipeline could hold the model's memory.
 
-        A necessary condition only (links are ignored): for some stage count Q,
-        the Q largest per-GPU layer capacities, one of them as the last stage,
-        must add up to L. Solvers report the remaining, link-induced
-        infeasibility themselves.
+        A necessary condition only (links are ignored, see :func:`memory_admits_pipeline`);
+        solvers report the remaining, link-induced infeasibility themselves.
         """
         c = self.coefficients()
-        L = self.model.layers
-        for q in range(1, min(self.n, L) + 1):
-            mid = np.maximum(c.layer_caps(q, last=False), 0)
-            last = np.maximum(c.layer_caps(q, last=True), 0)
-            order = np.argsort(-mid, kind="stable")
-            srt = mid[order]
-            prefix = np.concatenate(([0], np.cumsum(srt)))
-            rank = np.empty(self.n, dtype=np.int64)
-            rank[order] = np.arange(self.n)
-            for j in np.flatnonzero(last >= 1):
-                # The q-1 largest middle capacities among the other GPUs.
-                if rank[j] < q - 1:
-                    total, weakest = prefix[q] - mid[j], srt[q - 1]
-                else:
-                    total, weakest = prefix[q - 1], srt[q - 2] if q > 1 else 1
-                if weakest >= 1 and last[j] + total >= L:
-                    return
+        if memory_admits_pipeline(c.mem_cap, c.mem_w, c.mem_a, c.mem_last, self.layers):
+            return
+        L = self.layers
         need = c.stage_bytes(1, 1, last=True) / 1e9
         raise InputError(
             "gpus",
