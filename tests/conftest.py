@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,19 @@ import pytest
 from geoplan.instance import Instance
 
 DATA = Path(__file__).parent / "data"
+
+# Importlib mode puts no test directory on sys.path, and putting tests/ there
+# would let tests/geoplan shadow the geoplan package as a namespace package. So
+# the independent reference model is loaded by file and registered by name; the
+# test modules then simply ``import reference_model``.
+if "reference_model" not in sys.modules:
+    _spec = importlib.util.spec_from_file_location(
+        "reference_model", DATA.parent / "reference_model.py"
+    )
+    assert _spec is not None and _spec.loader is not None
+    _module = importlib.util.module_from_spec(_spec)
+    sys.modules["reference_model"] = _module
+    _spec.loader.exec_module(_module)
 
 
 def load_data(name: str) -> dict:
@@ -20,3 +35,21 @@ def load_data(name: str) -> dict:
 def three_gpu() -> Instance:
     """3 GPUs (A100 SXM, A100 PCIe, A30 at 50% compute), a-b-c chain, L=12, lambda 1."""
     return Instance.from_dict(load_data("three_gpu.json"))
+
+
+@pytest.fixture
+def hand3_dict() -> dict:
+    """The raw dict of tests/data/hand3.json (round numbers; see tests/geoplan/test_cost.py)."""
+    return load_data("hand3.json")
+
+
+@pytest.fixture
+def hand3(hand3_dict: dict) -> Instance:
+    """3 GPUs a, b, c with 1, 2, 4 ms per layer; links a<->b, b<->c only; L=6, M=8."""
+    return Instance.from_dict(hand3_dict)
+
+
+@pytest.fixture
+def hand_u2() -> Instance:
+    """2 GPUs x, y; u=2, kappa=4, alpha=10, gamma=1, C_l overridden; L=4, M=6, lambda 0."""
+    return Instance.from_dict(load_data("hand_u2.json"))

@@ -20,7 +20,7 @@ from geoplan.catalog import (
 )
 from geoplan.errors import InputError
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def _shorthand() -> dict:

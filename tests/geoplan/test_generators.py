@@ -17,7 +17,7 @@ from geoplan.catalog import GPU_TYPES
 from geoplan.errors import InputError
 from geoplan.instance import Instance
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 GPU_KEYS = (
     "id",
