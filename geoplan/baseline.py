@@ -91,7 +91,7 @@ def time_only_cost(c: Coefficients, gpus: Sequence[int], counts: Sequence[int]) 
     per = c.per_layer_bytes(q_count)
     mem = n * per
     mem[-1] += c.mem_last
-    if np.any(mem > c.mem_cap[g]):
+    if np.any(mem > c.mem_cap[g]) or not np.all(np.isfinite(tau)):
         return float("inf")
     return float(tau.sum() + (c.micro_batches - 1) * tau.max())
 
