@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
+from geoplan.errors import InputError
 from geoplan.instance import Instance
 
 __all__ = [
@@ -57,7 +58,8 @@ def _price(gpus, counts, q, comp, comm, idle_w, dyn_w, mem_w, mem_a, mem_last, m
         mem = n * per + (mem_last if s == q - 1 else 0.0)
         if mem > mem_cap[g] and status == FEASIBLE:
             status = MEMORY
-    t_iter = sum_tau + (mb - 1) * max_tau
+    # M = 1 has no steady phase; skipping the product keeps a missing link at inf, not 0*inf=nan.
+    t_iter = sum_tau + (mb - 1) * max_tau if mb > 1 else sum_tau
     e_iter = t_iter / 1e3 * idle + mb * active_ms_w / 1e3
     if not np.isfinite(sum_tau):
         status = NO_LINK
@@ -162,6 +164,14 @@ class BatchEvaluator:
 
         self.instance = resolve_normalisers(instance)
         c = self.instance.coefficients(micro_batch_size)
+        if self.instance.training.batch_size % c.u:
+            # The kernel has no status for this (the validator's micro_batch violation):
+            # refuse, rather than price every row feasible with a fractional M.
+            raise InputError(
+                "micro_batch_size",
+                c.u,
+                f"batch_size={self.instance.training.batch_size} is not divisible by it",
+            )
         self.coefficients = c
         o = self.instance.objective
         if o.lam == 1.0:

@@ -12,7 +12,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from geoplan.errors import FormulationError, InputError, SolverError
 
@@ -185,8 +185,20 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in the one-line form of input errors (exit 2), without a usage dump.
+
+    argparse would print the usage block and prefix the sub-command's prog
+    (``geoplan solve: error:``); formats.md wants one message naming the field.
+    Sub-parsers inherit this class (``add_subparsers`` uses the parent's class).
+    """
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"geoplan: error: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="geoplan",
         description="Plan pipeline-parallel training over heterogeneous, geo-distributed GPUs.",
     )
@@ -260,7 +272,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # usage errors (2) and --help (0): return the status like the rest
+        return exc.code if isinstance(exc.code, int) else 2
     try:
         return int(args.func(args) or 0)
     except InputError as exc:

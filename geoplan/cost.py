@@ -140,7 +140,8 @@ def evaluate(instance: Instance, plan: Plan) -> Evaluation:
                 memory_limit_gb=float(c.mem_cap[g]) / 1e9,
             )
         )
-    t_iter = sum_tau + (c.micro_batches - 1) * max_tau
+    # M = 1 has no steady phase; skipping the product keeps a missing link at inf, not 0*inf=nan.
+    t_iter = sum_tau + (c.micro_batches - 1) * max_tau if c.micro_batches > 1 else sum_tau
     e_iter = t_iter / 1e3 * idle + c.micro_batches * active_ms_w / 1e3
     return Evaluation(
         plan=plan,
