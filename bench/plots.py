@@ -1,0 +1,243 @@
+"""PNG figures of the benchmark report (matplotlib, Agg backend).
+
+Each function takes plain data (no results-file parsing here) and writes one PNG:
+anytime curves, gap vs N, the energy-time frontier with its knee, network
+sensitivity curves and a pipeline diagram of a plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+if TYPE_CHECKING:
+    from geoplan.instance import Instance
+    from geoplan.plan import Plan
+
+__all__ = [
+    "color",
+    "plot_anytime",
+    "plot_gap_vs_n",
+    "plot_network",
+    "plot_pareto",
+    "plot_pipeline",
+]
+
+Trace = Sequence[Sequence[float | None]]
+_DPI = 110
+_COLORS: dict[str, str] = {}
+
+
+def color(label: str) -> str:
+    """One colour per solver label across every figure of a report (first come, first served)."""
+    if label not in _COLORS:
+        _COLORS[label] = f"C{len(_COLORS) % 10}"
+    return _COLORS[label]
+
+
+def _save(fig: Any, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=_DPI)
+    plt.close(fig)
+    return path
+
+
+def _steps(trace: Trace, end: float | None, col: int) -> tuple[list[float], list[float]]:
+    """Points of a step curve of column ``col`` (1 incumbent, 2 bound), extended to ``end``."""
+    xs: list[float] = []
+    ys: list[float] = []
+    for row in trace:
+        v = row[col]
+        if v is None:
+            continue
+        xs.append(max(float(row[0] or 0.0), 1e-3))
+        ys.append(float(v))
+    if xs and end is not None and end > xs[-1]:
+        xs.append(end)
+        ys.append(ys[-1])
+    return xs, ys
+
+
+def plot_anytime(
+    curves: Mapping[str, tuple[Trace, float | None]],
+    path: Path,
+    title: str,
+    best_known: float | None = None,
+) -> Path:
+    """Incumbent (and bound) against time, and the certified gap against time; log time axis.
+
+    ``curves`` maps a solver label to (trace rows ``[seconds, incumbent, bound]``, end time).
+    """
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    for label, (trace, end) in curves.items():
+        c = color(label)
+        xs, ys = _steps(trace, end, 1)
+        if xs:
+            ax1.step(xs, ys, where="post", color=c, label=label)
+        bx, by = _steps(trace, end, 2)
+        if bx:
+            ax1.step(bx, by, where="post", color=c, linestyle=":", alpha=0.8)
+        gx: list[float] = []
+        gy: list[float] = []
+        inc = bound = None
+        for row in trace:
+            inc = row[1] if row[1] is not None else inc
+            bound = row[2] if row[2] is not None else bound
+            if inc is not None and bound is not None and inc > 0:
+                gx.append(max(float(row[0] or 0.0), 1e-3))
+                gy.append(max(0.0, 100.0 * (inc - bound) / inc))
+        if gx and end is not None and end > gx[-1]:
+            gx.append(end)
+            gy.append(gy[-1])
+        if gx:
+            ax2.step(gx, gy, where="post", color=c, label=label)
+    if best_known is not None:
+        ax1.axhline(best_known, color="0.5", linewidth=0.8, linestyle="--", label="best known")
+    for ax in (ax1, ax2):
+        ax.set_xscale("log")
+        ax.set_xlabel("seconds (log)")
+        ax.grid(True, which="both", alpha=0.3)
+    ax1.set_ylabel("objective (solid: incumbent, dotted: bound)")
+    ax2.set_ylabel("certified gap (%)")
+    ax1.set_title(title)
+    ax2.set_title("gap of solvers that prove a bound")
+    if curves:
+        ax1.legend(fontsize=7)
+    if ax2.lines:
+        ax2.legend(fontsize=7)
+    else:
+        ax2.text(0.5, 0.5, "no solver proved a bound", ha="center", va="center",
+                 transform=ax2.transAxes)
+    return _save(fig, path)
+
+
+def plot_gap_vs_n(
+    panels: Mapping[str, Mapping[str, Sequence[tuple[int, float]]]], path: Path
+) -> Path:
+    """Certified gap (%) against N, one panel per key (family, L), one line per solver."""
+    keys = list(panels)
+    cols = min(3, max(1, len(keys)))
+    rows = (len(keys) + cols - 1) // cols or 1
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
+    for ax, key in zip(axes.flat, keys, strict=False):
+        for label, pts in panels[key].items():
+            if pts:
+                xs, ys = zip(*sorted(pts), strict=True)
+                ax.plot(xs, ys, marker="o", color=color(label), label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_title(key, fontsize=9)
+        ax.set_xlabel("GPUs N")
+        ax.set_ylabel("gap to best bound (%)")
+        ax.grid(True, alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(keys):]:
+        ax.axis("off")
+    return _save(fig, path)
+
+
+def plot_pareto(
+    points: Sequence[tuple[float, float, float]],
+    path: Path,
+    knee: int | None = None,
+    reference: tuple[str, float, float] | None = None,
+) -> Path:
+    """The energy-time frontier: (lambda, T ms, E J) per point, the knee starred."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    pts = sorted(points, key=lambda p: p[1])
+    ax.plot([p[1] for p in pts], [p[2] for p in pts], "-o", color="C0", label="best plan per λ")
+    same: dict[tuple[float, float], list[float]] = {}
+    for lam, t, e in points:  # one label per distinct plan: "λ=0.3, 0.5"
+        same.setdefault((round(t, 6), round(e, 6)), []).append(lam)
+    for (t, e), lams in same.items():
+        ax.annotate("λ=" + ", ".join(f"{x:g}" for x in lams), (t, e), textcoords="offset points",
+                    xytext=(5, 4), fontsize=8)
+    if knee is not None:
+        _, t, e = points[knee]
+        ax.plot([t], [e], marker="*", markersize=16, color="C3", linestyle="none", label="knee")
+    if reference is not None:
+        label, t, e = reference
+        ax.plot([t], [e], marker="X", markersize=10, color="C2", linestyle="none", label=label)
+    ax.set_xlabel("iteration time T_iter (ms)")
+    ax.set_ylabel("energy E_iter (J)")
+    ax.set_title("energy-time trade-off")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def plot_network(
+    sweeps: Mapping[str, tuple[str, Mapping[str, Sequence[tuple[float, float]]]]], path: Path
+) -> Path:
+    """Mean iteration time against the swept network value, one panel per sweep.
+
+    ``sweeps`` maps a sweep name to (x-axis label, {solver label: [(x, mean ms), ...]}).
+    """
+    fig, axes = plt.subplots(1, max(1, len(sweeps)), figsize=(5.6 * max(1, len(sweeps)), 4),
+                             squeeze=False)
+    for ax, (name, (xlabel, series)) in zip(axes.flat, sweeps.items(), strict=False):
+        for label, pts in series.items():
+            if pts:
+                xs, ys = zip(*sorted(pts), strict=True)
+                ax.plot(xs, ys, marker="o", color=color(label), label=label)
+        ax.set_xscale("log")
+        ax.set_xlabel(xlabel + " (log)")
+        ax.set_ylabel("mean iteration time (ms)")
+        ax.set_title(f"{name} sweep")
+        ax.grid(True, which="both", alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def plot_pipeline(instance: Instance, panels: Sequence[tuple[str, Plan]], path: Path) -> Path:
+    """Pipeline diagram: per stage its GPU (type, site), layers, compute and communication.
+
+    One horizontal bar per stage: backward communication, compute, forward
+    communication (ms); the bottleneck stage is outlined. Panels share the time axis.
+    """
+    from matplotlib.patches import Patch
+
+    from geoplan.cost import evaluate
+
+    gpus = {g.id: g for g in instance.gpus}
+    parts = (("comm bwd", "C1"), ("compute", "C0"), ("comm fwd", "C2"))
+    heights = [max(1, p.q) for _, p in panels]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(10, 1.2 + 0.55 * sum(heights)),
+                             squeeze=False, sharex=True, gridspec_kw={"height_ratios": heights})
+    evs = [evaluate(instance, plan) for _, plan in panels]
+    widest = max((s.tau_ms for ev in evs for s in ev.stages), default=1.0)
+    for ax, (title, plan), ev in zip(axes.flat, panels, evs, strict=True):
+        labels = []
+        first = 1
+        bott = ev.bottleneck_stage if ev.stages else -1
+        for q, s in enumerate(ev.stages):
+            g = gpus.get(s.gpu)
+            kind = f"{g.type or '?'}, site {g.site or '?'}" if g is not None else "?"
+            labels.append(f"S{q + 1}: {s.gpu} ({kind})\nlayers {first}-{first + s.layers - 1}")
+            first += s.layers
+            left = 0.0
+            for width, (_, c) in zip((s.comm_bwd_ms, s.compute_ms, s.comm_fwd_ms), parts,
+                                     strict=True):
+                ax.barh(q, width, left=left, color=c)
+                left += width
+            if q == bott:
+                ax.barh(q, left, fill=False, edgecolor="black", linewidth=1.8)
+            ax.text(left, q, f" {s.tau_ms:.1f} ms", va="center", fontsize=8)
+        ax.set_xlim(0, widest * 1.15)
+        ax.set_yticks(range(len(labels)), labels, fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlabel("per-micro-batch stage time tau (ms); outlined: bottleneck")
+        ax.set_title(f"{title}: T_iter {ev.t_iter_ms:.1f} ms, E_iter {ev.e_iter_j:.1f} J, "
+                     f"{plan.q} stages", fontsize=9)
+        ax.legend(handles=[Patch(color=c, label=n) for n, c in parts], fontsize=7,
+                  loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        ax.grid(True, axis="x", alpha=0.3)
+    return _save(fig, path)
