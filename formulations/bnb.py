@@ -1,0 +1,662 @@
+"""Branch-and-bound over GPU sequences with exact splits (registered as ``bnb``).
+
+A node is a GPU sequence prefix ``g_1..g_p``. At each node the prefix itself
+is priced as a complete plan with the exact split of :mod:`formulations.split`
+(the leaf), and the plans extending it are bounded by the relaxation of
+:meth:`formulations.split.Splitter.prefix_bound`; children (one more GPU,
+linked both ways to ``g_p``) are explored depth first, best bound first.
+
+Two reductions keep optimal plans in the tree while cutting the rest:
+
+* symmetry: GPUs identical in compute, memory, power and every link to and from
+  every other GPU are interchangeable; only the lowest-index unused member of
+  each class is branched on;
+* dominance: if GPU ``i`` is at least as good as ``j`` in every respect that
+  could matter (compute, memory, power where energy counts, links to and from
+  every third GPU) and ranks before it, some optimal plan that uses ``j`` also
+  uses ``i``; so a prefix using ``j`` but not ``i`` is not a leaf and forces
+  ``i`` into its bound.
+
+The depth-first search runs in a compiled kernel in slices of nodes; between
+slices Python checks the time limit, records the trace and calls the
+callbacks. The lower bound at any moment is the minimum of the incumbent, the
+bounds of the unexplored children and of the nodes pruned by the gap target.
+See ``docs/exact-enumeration.md``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from formulations.split import Splitter, _link_floors, _prefix_bound, _price, _split
+from geoplan.instance import Instance
+from geoplan.plan import Plan
+from geoplan.result import Outcome, TraceRow
+from geoplan.solvers import SolveOptions
+
+__all__ = ["dominance", "solve", "symmetry_classes"]
+
+_INF = np.inf
+_DONE, _BUDGET, _IMPROVED = 0, 1, 2
+
+
+# --------------------------------------------------------------------------- reductions
+
+
+def symmetry_classes(sp: Splitter) -> np.ndarray:
+    """Class id per GPU: equal compute, memory, power and links to/from every other GPU."""
+    n = sp.n
+    comp, cap, idle, act, comm = sp.comp, sp.mem_cap, sp.idle_w, sp.active_w, sp.comm
+
+    def same(i: int, j: int) -> bool:
+        if comp[i] != comp[j] or cap[i] != cap[j] or idle[i] != idle[j] or act[i] != act[j]:
+            return False
+        if comm[i, j] != comm[j, i]:
+            return False
+        others = [k for k in range(n) if k != i and k != j]
+        return bool(
+            np.array_equal(comm[i, others], comm[j, others])
+            and np.array_equal(comm[others, i], comm[others, j])
+        )
+
+    cls = np.full(n, -1, dtype=np.int64)
+    members: list[list[int]] = []
+    for i in range(n):
+        for c, mem in enumerate(members):
+            # Check every member, not just one: equality of rows is only
+            # transitive once the pairwise links are equal too.
+            if all(same(i, j) for j in mem):
+                cls[i] = c
+                mem.append(i)
+                break
+        else:
+            cls[i] = len(members)
+            members.append([i])
+    return cls
+
+
+def dominance(sp: Splitter) -> np.ndarray:
+    """``succ[i, j]``: some optimal plan using ``j`` also uses ``i`` (a strict order).
+
+    ``i`` dominates ``j`` when it computes no slower, holds at least as many
+    layers in every position of every pipeline length (the integer memory
+    caps), draws no more idle power and no more active energy per layer (only
+    when energy is in the objective), and its link to and from every third GPU
+    is no slower: then replacing ``j`` by an unused ``i`` never costs more.
+    The relation is intersected with a strict total order (a key, then the
+    index) so that a chain of such replacements ends.
+    """
+    n = sp.n
+    comp, idle, dyn, comm = sp.comp, sp.idle_w, sp.active_w - sp.idle_w, sp.comm
+    caps = np.vstack([sp.capmid[1 : sp.qmax + 1], sp.caplast[1 : sp.qmax + 1]])
+    energy = sp.weights.b > 0
+    key = [(comp[i], idle[i] if energy else 0.0, dyn[i] * comp[i] if energy else 0.0,
+            -sp.mem_cap[i], i) for i in range(n)]
+    succ = np.zeros((n, n), dtype=np.bool_)
+    for i in range(n):
+        for j in range(n):
+            if i == j or not key[i] < key[j]:
+                continue
+            if comp[i] > comp[j] or np.any(caps[:, i] < caps[:, j]):
+                continue
+            if energy and (idle[i] > idle[j] or dyn[i] * comp[i] > dyn[j] * comp[j]):
+                continue
+            others = [k for k in range(n) if k != i and k != j]
+            if np.all(comm[i, others] <= comm[j, others]) and np.all(
+                comm[others, i] <= comm[others, j]
+            ):
+                succ[i, j] = True
+    return succ
+
+
+# --------------------------------------------------------------------------- kernel
+
+
+@njit(cache=True)
+def _expand(p, path, used, domcnt, succ, prev_cls, forced, lf, cand, cbound, nch, ptr, inc,
+            factor, pruned, floor, qmax, L, comp, comm, idle_w, active_w, capmid, mb, a, b, fs,
+            js):  # pragma: no cover - compiled
+    """Children of the prefix ``path[:p]`` with their bounds, sorted, into level ``p``.
+
+    ``floor`` is a bound valid for every extension of the prefix (its own
+    extension bound), hence for every child.
+    """
+    n = comp.shape[0]
+    thresh = inc[0] * factor
+    last = path[p - 1] if p > 0 else -1
+    # Every child's S (its unused GPUs plus itself) is this prefix's unused set.
+    _link_floors(used, -1, comm, lf)
+    m = 0
+    for j in range(n):
+        if used[j]:
+            continue
+        if prev_cls[j] >= 0 and not used[prev_cls[j]]:
+            continue  # not the first unused member of its symmetry class
+        if last >= 0 and not (comm[last, j] < _INF and comm[j, last] < _INF):
+            continue
+        for i in range(n):
+            forced[i] = (not used[i]) and i != j and (domcnt[i] > 0 or succ[i, j])
+        path[p] = j
+        used[j] = True
+        bnd = _prefix_bound(path, p + 1, used, forced, False, lf, qmax, L, comp, comm, idle_w,
+                            active_w, capmid, mb, a, b, fs, js)
+        used[j] = False
+        if bnd < floor:
+            bnd = floor
+        if bnd < thresh:
+            # Insertion into the sorted list of this level.
+            t = m
+            while t > 0 and cbound[p, t - 1] > bnd:
+                cand[p, t] = cand[p, t - 1]
+                cbound[p, t] = cbound[p, t - 1]
+                t -= 1
+            cand[p, t] = j
+            cbound[p, t] = bnd
+            m += 1
+        elif bnd < inc[0] and bnd < pruned[0]:
+            pruned[0] = bnd
+    nch[p] = m
+    ptr[p] = 0
+
+
+@njit(cache=True, nogil=True)
+def _dfs(lvl, path, used, domcnt, succ, prev_cls, forced, lf, cand, cbound, nch, ptr, inc, inc_seq,
+         inc_cnt, inc_q, pruned, stats, budget, factor, qmax, L, comp, comm, idle_w, active_w,
+         capmid, caplast, mem_per, mem_last, mem_cap, mb, a, b, mode, lam, t_ref,
+         e_ref, fs, js):  # pragma: no cover - compiled
+    """Resume the depth-first search for at most ``budget`` nodes.
+
+    Returns _DONE (tree exhausted), _BUDGET, or _IMPROVED (new incumbent).
+    ``lvl[0]`` is the current level: the children list ``cand[l]`` belongs to
+    the prefix ``path[:l]``.
+    """
+    n = comp.shape[0]
+    done_nodes = 0
+    while True:
+        lv = lvl[0]
+        k = ptr[lv]
+        if k >= nch[lv] or cbound[lv, k] >= inc[0] * factor:
+            if k < nch[lv] and cbound[lv, k] < inc[0] and cbound[lv, k] < pruned[0]:
+                pruned[0] = cbound[lv, k]
+            nch[lv] = 0
+            ptr[lv] = 0
+            if lv == 0:
+                return _DONE
+            j = path[lv - 1]
+            used[j] = False
+            for i in range(n):
+                if succ[i, j]:
+                    domcnt[i] -= 1
+            lvl[0] = lv - 1
+            continue
+        if done_nodes >= budget:
+            return _BUDGET
+        j = cand[lv, k]
+        ptr[lv] = k + 1
+        path[lv] = j
+        used[j] = True
+        for i in range(n):
+            if succ[i, j]:
+                domcnt[i] += 1
+        p = lv + 1
+        lvl[0] = p
+        nch[p] = 0
+        ptr[p] = 0
+        done_nodes += 1
+        stats[0] += 1
+        n_forced = 0
+        for i in range(n):
+            forced[i] = (not used[i]) and domcnt[i] > 0
+            if forced[i]:
+                n_forced += 1
+        improved = False
+        if n_forced == 0:
+            stats[1] += 1
+            val = _split(path, p, L, comp, comm, idle_w, active_w, capmid, caplast, mb, a, b,
+                         fs, js)
+            if val < inc[0]:
+                counts = js[4]
+                obj, _t, _e = _price(path, counts, p, comp, comm, idle_w, active_w, mem_per,
+                                     mem_last, mem_cap, mb, mode, lam, t_ref, e_ref)
+                if obj < inc[0]:
+                    inc[0] = obj
+                    inc_q[0] = p
+                    for s in range(p):
+                        inc_seq[s] = path[s]
+                        inc_cnt[s] = counts[s]
+                    improved = True
+        if p < qmax:
+            _link_floors(used, path[p - 1], comm, lf)
+            ext = _prefix_bound(path, p, used, forced, True, lf, qmax, L, comp, comm, idle_w,
+                                active_w, capmid, mb, a, b, fs, js)
+            if ext < inc[0] * factor:
+                stats[2] += 1
+                _expand(p, path, used, domcnt, succ, prev_cls, forced, lf, cand, cbound, nch, ptr,
+                        inc, factor, pruned, ext, qmax, L, comp, comm, idle_w, active_w, capmid,
+                        mb, a, b, fs, js)
+            elif ext < inc[0] and ext < pruned[0]:
+                pruned[0] = ext
+        if improved:
+            return _IMPROVED
+
+
+# --------------------------------------------------------------------------- driver
+
+
+class _Search:
+    """The search state (arrays the kernel resumes from) and its Python-side views."""
+
+    def __init__(self, sp: Splitter, succ: np.ndarray, prev_cls: np.ndarray, gap: float) -> None:
+        n, qmax = sp.n, sp.qmax
+        self.sp = sp
+        self.succ = succ
+        self.prev_cls = prev_cls
+        self.factor = 1.0 - gap
+        self.lvl = np.zeros(1, dtype=np.int64)
+        self.path = np.zeros(n + 1, dtype=np.int64)
+        self.used = np.zeros(n, dtype=np.bool_)
+        self.domcnt = np.zeros(n, dtype=np.int64)
+        self.forced = np.zeros(n, dtype=np.bool_)
+        self.lf = np.zeros((3, n))
+        self.cand = np.zeros((qmax + 1, n), dtype=np.int64)
+        self.cbound = np.full((qmax + 1, n), _INF)
+        self.nch = np.zeros(qmax + 1, dtype=np.int64)
+        self.ptr = np.zeros(qmax + 1, dtype=np.int64)
+        self.inc = np.array([_INF])
+        self.inc_seq = np.zeros(n, dtype=np.int64)
+        self.inc_cnt = np.zeros(n, dtype=np.int64)
+        self.inc_q = np.zeros(1, dtype=np.int64)
+        self.pruned = np.array([_INF])
+        self.stats = np.zeros(3, dtype=np.int64)  # nodes, leaves priced, nodes expanded
+        self.scratch = sp.scratch()
+
+    def offer(self, gpus: list[int], counts: list[int], objective: float) -> bool:
+        if objective < self.inc[0]:
+            self.inc[0] = objective
+            q = len(gpus)
+            self.inc_q[0] = q
+            self.inc_seq[:q] = gpus
+            self.inc_cnt[:q] = counts
+            return True
+        return False
+
+    def _common(self) -> tuple:
+        sp = self.sp
+        return (sp.qmax, sp.layers, sp.comp, sp.comm, sp.idle_w, sp.active_w)
+
+    def root(self) -> None:
+        sp = self.sp
+        w = sp.weights
+        _expand(0, self.path, self.used, self.domcnt, self.succ, self.prev_cls, self.forced,
+                self.lf, self.cand, self.cbound, self.nch, self.ptr, self.inc, self.factor,
+                self.pruned, 0.0, *self._common(), sp.capmid, sp.mb, w.a, w.b, *self.scratch)
+
+    def run(self, budget: int) -> int:
+        sp = self.sp
+        w = sp.weights
+        return int(_dfs(self.lvl, self.path, self.used, self.domcnt, self.succ, self.prev_cls,
+                        self.forced, self.lf, self.cand, self.cbound, self.nch, self.ptr, self.inc,
+                        self.inc_seq, self.inc_cnt, self.inc_q, self.pruned, self.stats, budget,
+                        self.factor, *self._common(), sp.capmid, sp.caplast, sp.mem_per,
+                        sp.c_mem_last, sp.mem_cap, sp.mb, w.a, w.b, w.mode, w.lam, w.t_ref, w.e_ref,
+                        *self.scratch))
+
+    def adopt(self, prefix: np.ndarray, child: int, bound: float, incumbent: float) -> None:
+        """Restart from one open node: ``child`` appended to ``prefix`` (a donated subtree)."""
+        p = len(prefix)
+        self.used[:] = False
+        self.domcnt[:] = 0
+        self.nch[:] = 0
+        self.ptr[:] = 0
+        for g in prefix:
+            g = int(g)
+            self.used[g] = True
+            self.domcnt += self.succ[:, g]
+        self.path[:p] = prefix
+        self.lvl[0] = p
+        self.cand[p, 0] = child
+        self.cbound[p, 0] = bound
+        self.nch[p] = 1
+        self.inc[0] = min(float(self.inc[0]), incumbent)
+
+    def lower_bound(self, done: bool) -> float:
+        """min(incumbent, gap-pruned bounds, unexplored children's bounds): valid any time."""
+        lb = min(float(self.inc[0]), float(self.pruned[0]))
+        if not done:
+            for lv in range(int(self.lvl[0]) + 1):
+                k = int(self.ptr[lv])
+                if k < int(self.nch[lv]):
+                    lb = min(lb, float(self.cbound[lv, k]))
+        return lb
+
+    @property
+    def incumbent(self) -> float:
+        return float(self.inc[0])
+
+    def incumbent_plan(self, instance: Instance) -> Plan | None:
+        if not self.inc[0] < _INF:
+            return None
+        q = int(self.inc_q[0])
+        return Plan.from_indices(instance, self.inc_seq[:q], self.inc_cnt[:q])
+
+
+def _flag(params: Any, key: str, default: bool) -> bool:
+    v = params.get(key, default)
+    if isinstance(v, str):
+        return v.strip().lower() not in ("0", "false", "no", "off")
+    return bool(v)
+
+
+def _infeasible_reason(sp: Splitter) -> str:
+    L, n = sp.layers, sp.n
+    single = int(sp.caplast[1].max())
+    linked = int(np.sum(np.isfinite(sp.comm) & np.isfinite(sp.comm.T)))
+    return (
+        f"no feasible plan exists: no single GPU holds all {L} layers (the largest holds "
+        f"{max(single, 0)}), and no pipeline over the {linked} ordered GPU pairs linked in both "
+        f"directions (of {n * (n - 1)}) satisfies memory"
+    )
+
+
+class _Pool:
+    """Worker searches sharing one incumbent; idle workers take open nodes from busy ones.
+
+    Each worker runs its compiled search in slices, in its own thread (the
+    kernel releases the GIL). Between slices, under the lock, it publishes an
+    improved incumbent, records a lower bound valid for its open nodes, and
+    hands its shallowest open node to an idle worker. Every open node belongs
+    to exactly one worker at every moment, so the minimum of the recorded
+    bounds (and the incumbent) stays a valid global lower bound.
+    """
+
+    def __init__(self, searches: list[_Search], options: SolveOptions,
+                 node_limit: int | None) -> None:
+        self.searches = searches
+        self.options = options
+        self.node_limit = node_limit
+        self.cond = threading.Condition()
+        lead = searches[0]
+        self.inc = lead.incumbent
+        q = int(lead.inc_q[0])
+        self.plan = (lead.inc_seq[:q].copy(), lead.inc_cnt[:q].copy()) if q else None
+        self.version = 0
+        self.idle = set(range(1, len(searches)))
+        self.worker_lb = [lead.lower_bound(False)] + [_INF] * (len(searches) - 1)
+        self.stop = False
+        self.done = False
+        self.error: BaseException | None = None
+
+    def nodes(self) -> int:
+        return sum(int(s.stats[0]) for s in self.searches)
+
+    def bound(self) -> float:
+        """A valid global lower bound (call with the lock held)."""
+        return min([self.inc, *self.worker_lb])
+
+    def _publish(self, k: int) -> None:
+        s = self.searches[k]
+        if s.incumbent < self.inc:
+            self.inc = s.incumbent
+            q = int(s.inc_q[0])
+            self.plan = (s.inc_seq[:q].copy(), s.inc_cnt[:q].copy())
+            self.version += 1
+
+    def _donate(self, k: int) -> None:
+        """Give idle workers the shallowest open nodes of worker k while it keeps one."""
+        s = self.searches[k]
+        while self.idle:
+            open_levels = [lv for lv in range(int(s.lvl[0]) + 1) if s.ptr[lv] < s.nch[lv]]
+            n_open = sum(int(s.nch[lv] - s.ptr[lv]) for lv in open_levels)
+            if n_open < 2:
+                return
+            lv = open_levels[0]
+            t = int(s.nch[lv]) - 1
+            s.nch[lv] = t
+            thief = self.idle.pop()
+            self.searches[thief].adopt(s.path[:lv], int(s.cand[lv, t]), float(s.cbound[lv, t]),
+                                       self.inc)
+            self.worker_lb[thief] = self.searches[thief].lower_bound(False)
+            self.cond.notify_all()
+
+    def work(self, k: int) -> None:
+        """Thread body: a failing worker stops the others and is re-raised by the caller."""
+        try:
+            self._work(k)
+        except BaseException as exc:
+            with self.cond:
+                self.error = exc
+                self.stop = True
+                self.cond.notify_all()
+
+    def _work(self, k: int) -> None:
+        s = self.searches[k]
+        opts = self.options
+        budget = 256
+        while True:
+            with self.cond:
+                while k in self.idle and not (self.stop or self.done):
+                    self.cond.wait(0.05)
+                    if time.perf_counter() >= opts.deadline:
+                        self.stop = True
+                if self.stop or self.done:
+                    return
+                if self.inc < s.inc[0]:
+                    s.inc[0] = self.inc  # prune with the best value any worker found
+                if time.perf_counter() >= opts.deadline or (
+                    self.node_limit is not None and self.nodes() >= self.node_limit
+                ):
+                    self.stop = True
+                    self.cond.notify_all()
+                    return
+            t_slice = time.perf_counter()
+            code = s.run(budget)
+            dt = time.perf_counter() - t_slice
+            if code == _BUDGET:
+                budget = int(min(max(budget * (0.02 / max(dt, 1e-6)), 64), 1 << 22))
+            with self.cond:
+                self._publish(k)
+                if code == _DONE:
+                    self.worker_lb[k] = min(_INF, float(s.pruned[0]))
+                    self.idle.add(k)
+                    if len(self.idle) == len(self.searches):
+                        self.done = True
+                    self.cond.notify_all()
+                else:
+                    self.worker_lb[k] = s.lower_bound(False)
+                    self._donate(k)
+
+
+def _sequential(search: _Search, options: SolveOptions, node_limit: int | None,
+                trace: list[TraceRow], t0: float, hand_over: float) -> tuple[int, bool]:
+    """Run one search in this thread; returns (last kernel code, stopped by a limit).
+
+    After ``hand_over`` seconds of search, stop so that threads can take over.
+    """
+    cb = options.callbacks
+    budget = 256
+    code = _BUDGET
+    started = last_progress = time.perf_counter()
+    last_bound = -_INF
+    while True:
+        if time.perf_counter() >= options.deadline or (
+            node_limit is not None and int(search.stats[0]) >= node_limit
+        ):
+            return code, True
+        if time.perf_counter() - started >= hand_over:
+            return code, False
+        t_slice = time.perf_counter()
+        code = search.run(budget)
+        dt = time.perf_counter() - t_slice
+        # Aim at slices of ~20 ms so the deadline is honoured closely.
+        if code == _BUDGET:
+            budget = int(min(max(budget * (0.02 / max(dt, 1e-6)), 64), 1 << 22))
+        if code == _DONE:
+            return code, False
+        now = time.perf_counter()
+        if code == _IMPROVED:
+            lb = search.lower_bound(False)
+            trace.append(TraceRow(now - t0, search.incumbent, lb))
+            cb.on_improvement(now - t0, search.incumbent, lb)
+        if now - last_progress >= 0.5:
+            last_progress = now
+            lb = search.lower_bound(False)
+            cb.on_progress({"nodes": int(search.stats[0]), "incumbent": search.incumbent,
+                            "bound": lb})
+            if last_bound * (1 + 1e-9) < lb < _INF:
+                inc = search.incumbent
+                trace.append(TraceRow(now - t0, inc if inc < _INF else None, lb))
+                last_bound = lb
+
+
+def _parallel(pool: _Pool, options: SolveOptions, trace: list[TraceRow],
+              t0: float) -> tuple[int, bool]:
+    """Run the pool's workers in threads; this thread reports improvements and progress."""
+    cb = options.callbacks
+    threads = [threading.Thread(target=pool.work, args=(k,), daemon=True)
+               for k in range(len(pool.searches))]
+    for th in threads:
+        th.start()
+    seen = pool.version
+    last_progress = time.perf_counter()
+    while any(th.is_alive() for th in threads):
+        with pool.cond:
+            pool.cond.wait(0.05)
+            version, inc, lb, nodes = pool.version, pool.inc, pool.bound(), pool.nodes()
+        now = time.perf_counter()
+        if version != seen:
+            seen = version
+            trace.append(TraceRow(now - t0, inc, lb))
+            cb.on_improvement(now - t0, inc, lb)
+        if now - last_progress >= 0.5:
+            last_progress = now
+            cb.on_progress({"nodes": nodes, "incumbent": inc, "bound": lb,
+                            "threads": len(threads)})
+    for th in threads:
+        th.join()
+    if pool.error is not None:
+        raise pool.error
+    return (_DONE if pool.done else _BUDGET), pool.stop and not pool.done
+
+
+def solve(instance: Instance, options: SolveOptions) -> Outcome:
+    """Branch-and-bound.
+
+    ``params``: ``symmetry`` and ``dominance`` (reductions, default on),
+    ``baseline_incumbent`` (start from the Metis-default order, optimally
+    split; default on), ``node_limit`` (stop after this many nodes, like a
+    time limit), ``parallel_after`` (seconds of single-threaded search before
+    ``options.threads`` workers share the tree; default 0.1, so that small
+    trees stay deterministic and pay no thread start-up).
+    """
+    t0 = options.start
+    params = options.params
+    sp = Splitter(instance)
+    use_sym = _flag(params, "symmetry", True)
+    use_dom = _flag(params, "dominance", True)
+    node_limit = params.get("node_limit")
+    node_limit = None if node_limit is None else int(node_limit)
+
+    cls = symmetry_classes(sp) if use_sym else np.arange(sp.n, dtype=np.int64)
+    prev_cls = np.full(sp.n, -1, dtype=np.int64)
+    last_of: dict[int, int] = {}
+    for i in range(sp.n):
+        c = int(cls[i])
+        if c in last_of:
+            prev_cls[i] = last_of[c]
+        last_of[c] = i
+    succ = dominance(sp) if use_dom else np.zeros((sp.n, sp.n), dtype=np.bool_)
+    search = _Search(sp, succ, prev_cls, options.gap)
+    info: dict[str, Any] = {
+        "symmetry_classes": len(last_of),
+        "dominance_pairs": int(succ.sum()),
+        "threads_used": 1,
+    }
+    trace: list[TraceRow] = []
+    cb = options.callbacks
+
+    def now() -> float:
+        return time.perf_counter() - t0
+
+    # Initial incumbents: warm starts (as given, and re-split) and the baseline order.
+    if options.warm_start:
+        accepted = False
+        for plan in options.warm_start:
+            try:
+                idx = plan.gpu_indices(instance)
+            except Exception:  # an unknown id: not a usable warm start
+                continue
+            if plan.micro_batch_size not in (None, instance.training.micro_batch_size):
+                continue
+            obj, _, _ = sp.price(idx, list(plan.layer_counts))
+            if obj < _INF:
+                accepted = True
+                search.offer(idx, list(plan.layer_counts), obj)
+            if len(set(idx)) == len(idx) and len(idx) <= sp.qmax:
+                r = sp.split(idx)
+                if r is not None:
+                    accepted = True
+                    search.offer(list(r.gpus), list(r.counts), r.objective)
+        info["warm_start_accepted"] = accepted
+    if _flag(params, "baseline_incumbent", True):
+        from geoplan.baseline import metis_default_plan
+
+        base = metis_default_plan(instance)
+        if base is not None:
+            r = sp.split(base.gpu_indices(instance))
+            if r is not None:
+                search.offer(list(r.gpus), list(r.counts), r.objective)
+    if search.incumbent < _INF:
+        trace.append(TraceRow(now(), search.incumbent, None))
+        cb.on_improvement(now(), search.incumbent, None)
+
+    search.root()
+    hand_over = float(params.get("parallel_after", 0.1)) if options.threads > 1 else _INF
+    status_code, timed_out = _sequential(search, options, node_limit, trace, t0, hand_over)
+    n_threads = 1
+    if status_code != _DONE and not timed_out and options.threads > 1:
+        # A tree that survives its first slices is worth a few threads.
+        searches = [search] + [_Search(sp, succ, prev_cls, options.gap)
+                               for _ in range(options.threads - 1)]
+        pool = _Pool(searches, options, node_limit)
+        status_code, timed_out = _parallel(pool, options, trace, t0)
+        n_threads = len(searches)
+        lb = min(pool.inc, *(w.lower_bound(status_code == _DONE) for w in searches))
+        nodes = pool.nodes()
+        leaves = sum(int(w.stats[1]) for w in searches)
+        expanded = sum(int(w.stats[2]) for w in searches)
+        inc_value = pool.inc
+        plan = None if pool.plan is None else Plan.from_indices(instance, *pool.plan)
+    done = status_code == _DONE and not timed_out
+    if n_threads == 1:
+        lb = search.lower_bound(done)
+        nodes, leaves, expanded = (int(x) for x in search.stats)
+        inc_value = search.incumbent
+        plan = search.incumbent_plan(instance)
+    info.update(nodes=nodes, leaves_priced=leaves, nodes_expanded=expanded, completed=done,
+                threads_used=n_threads)
+    lower = None if not lb < _INF else lb
+    if plan is None:
+        if done:
+            return Outcome(None, "infeasible", trace=trace, info=info,
+                           message=_infeasible_reason(sp))
+        return Outcome(None, "no_solution", lower_bound=lower, trace=trace, info=info,
+                       message=f"{'node' if node_limit is not None else 'time'} limit reached "
+                       f"after {nodes} nodes without a feasible plan")
+    inc = inc_value
+    proven = done and lb >= inc * (1 - 1e-12)
+    status = "optimal" if proven else "feasible"
+    trace.append(TraceRow(now(), inc, lb))
+    cb.on_improvement(now(), inc, lb)
+    msg = None
+    if not done:
+        msg = (f"stopped at the {'node' if node_limit is not None else 'time'} limit, "
+               "gap not closed")
+    elif not proven:
+        msg = f"relative gap target {options.gap:g} reached"
+    return Outcome(plan, status, lower_bound=min(lb, inc), model_objective=inc, trace=trace,
+                   info=info, message=msg)
