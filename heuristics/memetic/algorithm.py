@@ -1,0 +1,425 @@
+"""The memetic main loop (paper 5.2, Alg. 1), its parameters, result and solver entry.
+
+One generation: tournament-select parent pairs, best-cut crossover (one
+batch), mutate offspring no better than the population best (one batch),
+rebalance some of them by local search (one batch), drop infeasible and
+duplicate offspring, and let them replace the worst non-elite incumbents.
+Every price comes from the shared :class:`~geoplan.batch.BatchEvaluator`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, ClassVar
+
+import numpy as np
+
+from geoplan.batch import BatchEvaluator
+from geoplan.errors import InputError
+from geoplan.instance import Instance
+from geoplan.plan import Plan
+from geoplan.result import Outcome, TraceRow
+from geoplan.solvers import Callbacks, SolveOptions
+from heuristics.memetic.crossover import best_cut_crossover
+from heuristics.memetic.encoding import row_keys
+from heuristics.memetic.local_search import CapacityTable, local_search
+from heuristics.memetic.mutation import mutate
+from heuristics.memetic.population import InitialPopulation, initial_population
+from heuristics.memetic.selection import replace_worst, tournament
+from heuristics.memetic.stop import (
+    AnyOf,
+    MaxGenerations,
+    MaxRuntime,
+    NoImprovement,
+    StoppingCriterion,
+)
+
+__all__ = [
+    "GenerationStats",
+    "MemeticParams",
+    "MemeticResult",
+    "default_stop",
+    "run_memetic",
+    "solve",
+]
+
+
+# --------------------------------------------------------------------------- parameters
+
+
+@dataclass(frozen=True)
+class MemeticParams:
+    """Parameters of the memetic algorithm; defaults are the paper's (section 5, 6.2).
+
+    ``population`` P, ``tournament`` k, ``elite`` E, ``ls_rate`` r_ls,
+    ``p_fall`` (probability that a crossover tries every cut; the paper gives no
+    value), ``time_limit`` T_max seconds, ``no_improvement`` w generations,
+    ``max_generations`` G_max, ``max_init_samples`` (random chromosomes the
+    initialisation may draw), ``offspring`` per generation (None: P - E),
+    ``replacement`` (``generational``: offspring replace the P - E worst
+    incumbents; ``improving``: only those they beat), ``ls_load`` (what the
+    local search balances: ``tau``, compute plus the stage's fixed link times,
+    or ``compute``, the paper's n_q / F~), ``restarts`` (fresh runs after a
+    run stops on w or G_max, while time remains; 0 in the paper).
+    docs/memetic.md explains the choices.
+    """
+
+    population: int = 200
+    tournament: int = 4
+    elite: int = 2
+    ls_rate: float = 0.5
+    p_fall: float = 0.1
+    time_limit: float = 120.0
+    no_improvement: int = 100
+    max_generations: int = 500
+    max_init_samples: int = 100_000
+    offspring: int | None = None
+    replacement: str = "generational"
+    ls_load: str = "tau"
+    restarts: int = 0
+
+    def __post_init__(self) -> None:
+        def need(ok: bool, name: str, msg: str) -> None:
+            if not ok:
+                raise InputError(f"params.{name}", getattr(self, name), msg)
+
+        for name in _INT_FIELDS:
+            v = getattr(self, name)
+            need(isinstance(v, int) and not isinstance(v, bool), name, "expected an integer")
+        for name in _FLOAT_FIELDS:
+            v = getattr(self, name)
+            need(isinstance(v, int | float) and not isinstance(v, bool), name, "expected a number")
+        need(self.population >= 2, "population", "must be at least 2")
+        need(self.tournament >= 1, "tournament", "must be at least 1")
+        need(0 <= self.elite < self.population, "elite", "must lie in 0..population-1")
+        need(0.0 <= self.ls_rate <= 1.0, "ls_rate", "must lie in [0, 1]")
+        need(0.0 <= self.p_fall <= 1.0, "p_fall", "must lie in [0, 1]")
+        need(self.time_limit > 0, "time_limit", "must be positive")
+        need(self.no_improvement >= 1, "no_improvement", "must be at least 1")
+        need(self.max_generations >= 0, "max_generations", "must be non-negative")
+        need(self.max_init_samples >= 1, "max_init_samples", "must be at least 1")
+        need(self.restarts >= 0, "restarts", "must be non-negative")
+        need(self.replacement in ("generational", "improving"), "replacement",
+             "expected 'generational' or 'improving'")
+        need(self.ls_load in ("tau", "compute"), "ls_load", "expected 'tau' or 'compute'")
+        if self.offspring is not None:
+            need(isinstance(self.offspring, int) and not isinstance(self.offspring, bool)
+                 and self.offspring >= 1, "offspring", "expected a positive integer or null")
+
+    @property
+    def n_offspring(self) -> int:
+        """Offspring bred per generation (two per crossover)."""
+        return self.population - self.elite if self.offspring is None else self.offspring
+
+    #: Accepted ``--param`` keys: field names and the paper's symbols.
+    ALIASES: ClassVar[dict[str, str]] = {
+        "P": "population", "k": "tournament", "E": "elite", "r_ls": "ls_rate",
+        "w": "no_improvement", "G_max": "max_generations", "T_max": "time_limit",
+    }
+
+    @classmethod
+    def from_mapping(cls, params: Mapping[str, Any], base: MemeticParams | None = None
+                     ) -> MemeticParams:
+        """Overrides from ``--param KEY=VALUE`` (field names or the paper's symbols).
+
+        Values arrive JSON-decoded; integral floats become ints where an
+        integer is expected, ints become floats where a number is.
+        """
+        names = {f.name for f in fields(cls)}
+        changes: dict[str, Any] = {}
+        for key, value in params.items():
+            name = cls.ALIASES.get(key, key)
+            if name not in names:
+                known = ", ".join(sorted(names | set(cls.ALIASES)))
+                raise InputError(
+                    f"params.{key}", value, f"unknown memetic parameter; known: {known}"
+                )
+            if isinstance(value, bool):
+                pass  # never a number here; __post_init__ says so
+            elif name in _FLOAT_FIELDS and isinstance(value, int):
+                value = float(value)
+            elif name in (*_INT_FIELDS, "offspring") and isinstance(value, float) \
+                    and value.is_integer():
+                value = int(value)
+            changes[name] = value
+        return replace(base or cls(), **changes)
+
+
+_INT_FIELDS = ("population", "tournament", "elite", "no_improvement", "max_generations",
+               "max_init_samples", "restarts")
+_FLOAT_FIELDS = ("ls_rate", "p_fall", "time_limit")
+
+
+# --------------------------------------------------------------------------- result
+
+
+@dataclass(frozen=True)
+class GenerationStats:
+    """One compact row per generation."""
+
+    generation: int
+    restart: int  # 0 for the first run
+    seconds: float
+    best: float  # best found so far (all runs)
+    population_best: float
+    offspring: int  # distinct, feasible, new offspring offered to replacement
+    entered: int  # offspring that entered the population
+    mutated: int
+    reverted: int  # mutants that violated a constraint and reverted to their parent
+    ls_improved: int
+    evaluations: int
+
+
+@dataclass
+class MemeticResult:
+    """What a run found and how: best chromosome and plan, trace, per-generation rows."""
+
+    best: np.ndarray | None
+    objective: float
+    plan: Plan | None
+    trace: list[TraceRow] = field(default_factory=list)
+    history: list[GenerationStats] = field(default_factory=list)
+    generations: int = 0
+    evaluations: int = 0
+    time_to_best_s: float | None = None
+    runtime_s: float = 0.0
+    stop_reason: str = ""
+    restarts: int = 0
+    population_size: int = 0
+    init: dict[str, Any] = field(default_factory=dict)
+    warm_start_accepted: bool | None = None
+    message: str | None = None
+
+    def info(self) -> dict[str, Any]:
+        """The JSON-friendly summary placed in ``Outcome.info``."""
+        d: dict[str, Any] = {
+            "generations": self.generations,
+            "evaluations": self.evaluations,
+            "time_to_best_s": None if self.time_to_best_s is None
+            else round(self.time_to_best_s, 6),
+            "runtime_s": round(self.runtime_s, 6),
+            "stop_reason": self.stop_reason,
+            "restarts": self.restarts,
+            "population": self.population_size,
+            "init": self.init,
+        }
+        if self.warm_start_accepted is not None:
+            d["warm_start_accepted"] = self.warm_start_accepted
+        return d
+
+    def best_series(self) -> list[tuple[int, float]]:
+        """(generation, best objective) per generation: the seed-determined trajectory."""
+        return [(h.generation, h.best) for h in self.history]
+
+
+# --------------------------------------------------------------------------- main loop
+
+
+def default_stop(params: MemeticParams, start: float | None = None) -> AnyOf:
+    """T_max, w and G_max of ``params`` combined (any of them ends a run)."""
+    return AnyOf(
+        MaxRuntime(params.time_limit, start),
+        NoImprovement(params.no_improvement),
+        MaxGenerations(params.max_generations),
+    )
+
+
+def _warm_chromosomes(instance: Instance, plans: Sequence[Plan]) -> np.ndarray:
+    """Chromosomes of the warm-start plans that have the instance's shape.
+
+    A plan whose counts do not form a partition of L cannot be encoded; it is
+    left out here and counts as rejected. Plans for another micro-batch size
+    are encoded all the same (the MA prices them with the instance's).
+    """
+    L = instance.layers
+    rows = []
+    for p in plans:
+        counts = p.layer_counts
+        if sum(counts) == L and min(counts, default=0) >= 1:
+            rows.append(p.to_chromosome(instance))
+    return np.stack(rows) if rows else np.empty((0, L), np.int64)
+
+
+@dataclass
+class _Generation:
+    """The population after one generation and what happened in it."""
+
+    X: np.ndarray
+    objective: np.ndarray
+    offspring: int
+    entered: int
+    mutated: int
+    reverted: int
+    ls_improved: int
+
+
+def _generation(
+    rng: np.random.Generator,
+    X: np.ndarray,
+    obj: np.ndarray,
+    keys: set[bytes],
+    ev: BatchEvaluator,
+    table: CapacityTable,
+    params: MemeticParams,
+) -> _Generation:
+    """Alg. 1, one generation: select, cross, mutate, search locally, replace."""
+    n_cross = (params.n_offspring + 1) // 2
+    pairs = tournament(rng, obj, 2 * n_cross, params.tournament).reshape(n_cross, 2)
+    full = rng.random(n_cross) < params.p_fall
+    C, cobj, _ = best_cut_crossover(X, pairs, full, ev)
+    ok = np.isfinite(cobj)  # rejected children (see crossover) have no fitness
+    C, cobj = C[ok], cobj[ok]
+
+    # Mutation spares offspring that already beat the population best.
+    mut = np.flatnonzero(cobj >= obj[0])
+    reverted = 0
+    if mut.size:
+        C[mut], cobj[mut], _, rev = mutate(rng, C[mut], cobj[mut], ev)
+        reverted = int(rev.sum())
+
+    ls = np.flatnonzero(rng.random(C.shape[0]) < params.ls_rate)
+    ls_improved = 0
+    if ls.size:
+        C[ls], cobj[ls], imp = local_search(C[ls], cobj[ls], ev, table)
+        ls_improved = int(imp.sum())
+
+    # Duplicates (of incumbents or of each other) are discarded.
+    fresh = []
+    for i, key in enumerate(row_keys(C)):
+        if key not in keys:
+            keys.add(key)
+            fresh.append(i)
+    X, obj, entered = replace_worst(
+        X, obj, C[fresh], cobj[fresh], params.elite, params.population,
+        unconditional=params.replacement == "generational",
+    )
+    return _Generation(X, obj, len(fresh), entered, int(mut.size), reverted, ls_improved)
+
+
+def run_memetic(
+    instance: Instance,
+    seed: int | np.random.Generator,
+    params: MemeticParams | None = None,
+    *,
+    warm_start: Sequence[Plan] = (),
+    callbacks: Callbacks | None = None,
+    stop_when: StoppingCriterion | None = None,
+    start: float | None = None,
+) -> MemeticResult:
+    """Run the memetic algorithm on ``instance``.
+
+    ``seed`` (or a Generator made from one) drives every random choice, so a
+    seed gives the same run up to the time limit. Each run (the first and
+    each of ``params.restarts`` fresh restarts) ends on :func:`default_stop`;
+    ``stop_when`` is an extra criterion, called after initialisation and every
+    generation with the best objective found so far, that ends everything
+    (e.g. a target). ``start`` is the ``perf_counter`` value the trace's
+    seconds and the time limit count from.
+    """
+    params = params or MemeticParams()
+    callbacks = callbacks or Callbacks()
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    start = time.perf_counter() if start is None else start
+    # Serial pricing: batches are a few thousand rows, where threads cost more than they save.
+    ev = BatchEvaluator(instance, parallel_threshold=1 << 62)
+    table = CapacityTable.build(ev.coefficients, instance.layers, params.ls_load == "tau")
+    res = MemeticResult(best=None, objective=math.inf, plan=None)
+    warm = _warm_chromosomes(instance, warm_start)
+    generation = 0
+
+    def offer(x: np.ndarray, value: float) -> None:
+        """Record ``x`` if it beats the best found so far (elite-free runs may lose it)."""
+        if value < res.objective:
+            now = time.perf_counter() - start
+            res.best, res.objective = x.copy(), value
+            res.trace.append(TraceRow(now, value, None))
+            res.time_to_best_s = now
+            callbacks.on_improvement(now, value, None)
+
+    for attempt in range(params.restarts + 1):
+        init = initial_population(
+            rng, ev, params.population, params.max_init_samples,
+            warm if attempt == 0 else None, deadline=start + params.time_limit,
+        )
+        if attempt == 0:
+            res.init = _init_info(init)
+            if warm_start:
+                res.warm_start_accepted = init.warm_accepted > 0
+            if init.size == 0:
+                res.message = init.failure_message()
+                res.stop_reason = "no feasible individual"
+                break
+        if init.size == 0:
+            break
+        X, obj = init.X, init.objective
+        keys = set(row_keys(X))
+        offer(X[0], float(obj[0]))
+        stop = default_stop(params, start)
+        extra = stop_when is not None and stop_when(res.objective)
+        while not extra and not stop(float(obj[0])):
+            generation += 1
+            g = _generation(rng, X, obj, keys, ev, table, params)
+            X, obj = g.X, g.objective
+            keys = set(row_keys(X))
+            offer(X[0], float(obj[0]))
+            now = time.perf_counter() - start
+            res.history.append(GenerationStats(
+                generation, attempt, now, res.objective, float(obj[0]), g.offspring, g.entered,
+                g.mutated, g.reverted, g.ls_improved, ev.evaluations,
+            ))
+            callbacks.on_progress({"generation": generation, "restart": attempt,
+                                   "best": res.objective, "elapsed": now})
+            extra = stop_when is not None and stop_when(res.objective)
+        res.restarts = attempt
+        res.population_size = int(X.shape[0])
+        res.stop_reason = type(stop_when).__name__ if extra else ", ".join(stop.fired)
+        if extra or "MaxRuntime" in stop.fired:
+            break
+
+    if res.best is not None:
+        res.plan = Plan.from_chromosome(instance, res.best)
+    res.generations = generation
+    res.evaluations = ev.evaluations
+    res.runtime_s = time.perf_counter() - start
+    return res
+
+
+def _init_info(init: InitialPopulation) -> dict[str, Any]:
+    return {
+        "size": init.size,
+        "samples": init.samples,
+        "rejected": init.rejected,
+        "duplicates": init.duplicates,
+        "exhausted": init.exhausted,
+        "saturated": init.saturated,
+        "warm_offered": init.warm_offered,
+        "warm_accepted": init.warm_accepted,
+    }
+
+
+# --------------------------------------------------------------------------- solver entry
+
+
+def solve(instance: Instance, options: SolveOptions) -> Outcome:
+    """Registered solver ``memetic``: ``--param`` overrides, budget from ``--time-limit``."""
+    if "time_limit" in options.params or "T_max" in options.params:
+        raise InputError("params.time_limit", options.params.get("time_limit"),
+                         "set the memetic budget with --time-limit")
+    params = MemeticParams.from_mapping(options.params, MemeticParams(
+        time_limit=options.time_limit))
+    res = run_memetic(
+        instance,
+        options.seed,
+        params,
+        warm_start=options.warm_start,
+        callbacks=options.callbacks,
+        start=options.start,
+    )
+    info = res.info()
+    info["params"] = asdict(params)
+    if res.plan is None:
+        return Outcome(None, "no_solution", trace=res.trace, info=info, message=res.message)
+    return Outcome(res.plan, "feasible", trace=res.trace, info=info)
