@@ -158,7 +158,7 @@ class BatchEvaluator:
         self,
         instance: Instance,
         micro_batch_size: int | None = None,
-        parallel_threshold: int = 4096,
+        parallel_threshold: int = 65536,
     ) -> None:
         from geoplan.normalise import resolve_normalisers
 
