@@ -194,6 +194,7 @@ def solve(
     info: dict[str, Any] = {}
 
     starts: tuple[Plan, ...] = ()
+    prefix: list[TraceRow] = []
     if isinstance(warm_start, str):
         if warm_start == solver:
             raise InputError("warm_start", warm_start, "a solver cannot warm-start itself")
@@ -215,6 +216,8 @@ def solve(
         }
         if ws.plan is not None:
             starts = (ws.plan,)
+        # The warm start's incumbents open the anytime curve (no bound is proven there).
+        prefix = [TraceRow(r.seconds, r.incumbent, None) for r in ws.trace]
     elif isinstance(warm_start, Plan):
         starts = (warm_start,)
         info["warm_start"] = {"source": "plan"}
@@ -241,6 +244,11 @@ def solve(
     callbacks.on_start(solver, instance, options)
     outcome = fn(instance, options)
     wall = time.perf_counter() - start
+    # Trace rows count from the start of this call, warm start included.
+    offset = options.start - start
+    outcome.trace = prefix + [
+        TraceRow(r.seconds + offset, r.incumbent, r.bound) for r in outcome.trace
+    ]
     result = finish(instance, spec.name, outcome, wall, seed, options, info)
     callbacks.on_end(result)
     return result
