@@ -1,0 +1,288 @@
+"""Running a Pyomo model on HiGHS with what Pyomo's interface does not expose.
+
+Pyomo's persistent HiGHS interface (``pyomo.contrib.solver.solvers.highs``)
+translates the model into a ``highspy.Highs`` object; we then drive that object
+directly for a MIP start (``setSolution``), incumbent and bound callbacks
+(``kCallbackMipImprovingSolution``, ``kCallbackMipInterrupt``) and the HiGHS
+log, none of which Pyomo passes through. Pyomo keeps the translated object and
+its variable-to-column map in private attributes (checked here, so a Pyomo
+upgrade that renames them fails loudly rather than silently).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import highspy
+import numpy as np
+import pyomo.environ as pyo
+from pyomo.contrib.solver.solvers.highs import Highs as PyomoHighs
+
+from geoplan.errors import SolverError
+
+__all__ = ["HighsRun", "HighsSession", "reset_scheduler"]
+
+# Model statuses after which HiGHS may hold a usable incumbent but proved nothing.
+_STOPPED = {
+    highspy.HighsModelStatus.kTimeLimit: "time_limit",
+    highspy.HighsModelStatus.kIterationLimit: "iteration_limit",
+    highspy.HighsModelStatus.kSolutionLimit: "solution_limit",
+    highspy.HighsModelStatus.kInterrupt: "interrupted",
+    highspy.HighsModelStatus.kObjectiveBound: "objective_bound",
+    highspy.HighsModelStatus.kObjectiveTarget: "objective_target",
+}
+
+# Phrases HiGHS logs about a user-supplied MIP start (HiGHS 1.7 .. 1.16 wording).
+_START_OK = "mip start solution is feasible"
+_START_BAD = (
+    "mip start solution is infeasible",
+    "attempting to find feasible solution by solving lp for user-supplied values",
+)
+
+
+@dataclass
+class HighsRun:
+    """What one HiGHS run produced, in the model's own objective units.
+
+    ``status``: ``optimal`` (HiGHS proved its gap targets), ``infeasible``,
+    ``unbounded``, ``stopped`` (a limit hit; see ``reason``) or ``error``.
+    ``values``: column values of the incumbent (None without one).
+    ``start_accepted``: whether HiGHS took the MIP start as a feasible solution
+    (None when no start was given).
+    """
+
+    status: str
+    reason: str
+    objective: float | None
+    dual_bound: float | None
+    values: np.ndarray | None
+    start_accepted: bool | None
+    seconds: float
+    nodes: int
+    log: list[str] = field(default_factory=list)
+
+
+def reset_scheduler() -> None:
+    """Drop HiGHS's process-wide thread pool so the next run may use another thread count.
+
+    HiGHS sizes one global scheduler on its first run and rejects a different
+    ``threads`` option afterwards. Solves in one process run one after another
+    (the solver contract), so resetting before each run is safe.
+    """
+    highspy.Highs.resetGlobalScheduler(True)
+
+
+class HighsSession:
+    """A Pyomo model translated to ``highspy`` through Pyomo's HiGHS interface."""
+
+    def __init__(self, model: pyo.ConcreteModel) -> None:
+        self._opt = PyomoHighs()
+        if not self._opt.available():
+            raise SolverError("HiGHS (highspy) is not available")
+        self._opt.set_instance(model)
+        highs = getattr(self._opt, "_solver_model", None)
+        col_map = getattr(self._opt, "_pyomo_var_to_solver_var_map", None)
+        if not isinstance(highs, highspy.Highs) or not isinstance(col_map, dict):
+            raise SolverError(
+                "this Pyomo version no longer exposes the highspy object of its HiGHS "
+                "interface (_solver_model / _pyomo_var_to_solver_var_map)"
+            )
+        self.highs: highspy.Highs = highs
+        self._col: dict[int, int] = col_map
+        self._vars = {id(v): v for v in model.component_data_objects(pyo.Var, descend_into=True)}
+        self._start_given = False
+        self.log: list[str] = []
+        self.highs.setOptionValue("log_to_console", False)
+        self.highs.cbLogging.subscribe(self._on_log)
+
+    # ------------------------------------------------------------------ set-up
+    def column(self, var: Any) -> int:
+        """The HiGHS column index of a Pyomo variable."""
+        return self._col[id(var)]
+
+    @property
+    def num_cols(self) -> int:
+        return int(self.highs.getNumCol())
+
+    def set_options(
+        self,
+        *,
+        time_limit: float,
+        rel_gap: float,
+        abs_gap: float,
+        threads: int,
+        seed: int,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Set the limits every run needs; ``extra`` passes further HiGHS options."""
+        opts: dict[str, Any] = {
+            "time_limit": max(float(time_limit), 1e-3),
+            "mip_rel_gap": float(rel_gap),
+            "mip_abs_gap": float(abs_gap),
+            "threads": int(threads),
+            # HiGHS's random_seed is a non-negative int (32-bit).
+            "random_seed": int(seed) % 2_147_483_647,
+            **dict(extra or {}),
+        }
+        for key, value in opts.items():
+            if self.highs.setOptionValue(key, value) != highspy.HighsStatus.kOk:
+                raise SolverError(f"HiGHS rejected option {key}={value!r}")
+
+    def set_start(self, values: Mapping[Any, float]) -> bool:
+        """Pass a full assignment (Pyomo var -> value) as the MIP start.
+
+        Every column must be given: HiGHS would otherwise treat the start as
+        partial and spend a sub-MIP completing it.
+        """
+        n = self.num_cols
+        idx = np.empty(len(values), dtype=np.int32)
+        val = np.empty(len(values), dtype=np.float64)
+        for k, (var, x) in enumerate(values.items()):
+            idx[k] = self.column(var)
+            val[k] = float(x)
+        if len(set(idx.tolist())) != n:
+            missing = n - len(set(idx.tolist()))
+            raise SolverError(f"MIP start misses {missing} of {n} columns")
+        status = self.highs.setSolution(len(idx), idx, val)
+        self._start_given = status == highspy.HighsStatus.kOk
+        return self._start_given
+
+    # ------------------------------------------------------------------ running
+    def _on_log(self, event: Any) -> None:
+        msg = event.message.rstrip()
+        if msg:
+            self.log.append(msg)
+
+    def run(
+        self,
+        on_incumbent: Callable[[float, float, float], None] | None = None,
+        on_bound: Callable[[float, float], None] | None = None,
+    ) -> HighsRun:
+        """Run HiGHS; ``on_incumbent(seconds, objective, bound)`` fires on each new
+        incumbent, ``on_bound(seconds, bound)`` whenever the dual bound rises.
+
+        Seconds are measured from the start of this call. The callbacks run on a
+        HiGHS thread while it holds the GIL, so they must be quick.
+        """
+        start = time.perf_counter()
+        best_bound = -math.inf
+
+        def improving(event: Any) -> None:
+            out = event.data_out
+            if on_incumbent is not None:
+                on_incumbent(
+                    time.perf_counter() - start,
+                    float(out.objective_function_value),
+                    float(out.mip_dual_bound),
+                )
+
+        def interrupt(event: Any) -> None:
+            nonlocal best_bound
+            bound = float(event.data_out.mip_dual_bound)
+            if math.isfinite(bound) and bound > best_bound + 1e-9 * max(1.0, abs(bound)):
+                best_bound = bound
+                if on_bound is not None:
+                    on_bound(time.perf_counter() - start, bound)
+
+        h = self.highs
+        h.cbMipImprovingSolution.subscribe(improving)
+        h.cbMipInterrupt.subscribe(interrupt)
+        self.log.clear()
+        reset_scheduler()
+        try:
+            run_status = h.run()
+        finally:
+            h.cbMipImprovingSolution.unsubscribe(improving)
+            h.cbMipInterrupt.unsubscribe(interrupt)
+        seconds = time.perf_counter() - start
+
+        model_status = h.getModelStatus()
+        if run_status == highspy.HighsStatus.kError and model_status in (
+            highspy.HighsModelStatus.kNotset,
+            highspy.HighsModelStatus.kLoadError,
+            highspy.HighsModelStatus.kModelError,
+        ):
+            tail = "; ".join(self.log[-3:]) or h.modelStatusToString(model_status)
+            raise SolverError(f"HiGHS refused to run: {tail}")
+        info = h.getInfo()
+        has_solution = info.primal_solution_status == 2  # 2: feasible
+        values = np.asarray(h.getSolution().col_value, dtype=float) if has_solution else None
+        objective = float(info.objective_function_value) if has_solution else None
+        bound = float(info.mip_dual_bound) if info.valid else None
+        if bound is not None and not math.isfinite(bound):
+            bound = None
+        if model_status == highspy.HighsModelStatus.kOptimal:
+            status, reason = "optimal", "optimal"
+        elif model_status == highspy.HighsModelStatus.kInfeasible:
+            status, reason = "infeasible", "infeasible"
+        elif model_status in (
+            highspy.HighsModelStatus.kUnbounded,
+            highspy.HighsModelStatus.kUnboundedOrInfeasible,
+        ):
+            status, reason = "unbounded", h.modelStatusToString(model_status)
+        elif model_status in _STOPPED:
+            status, reason = "stopped", _STOPPED[model_status]
+        else:
+            status, reason = "error", h.modelStatusToString(model_status)
+
+        accepted: bool | None = None
+        if self._start_given:
+            text = "\n".join(self.log).lower()
+            if _START_OK in text:
+                accepted = True
+            elif any(p in text for p in _START_BAD):
+                accepted = False
+        return HighsRun(
+            status=status,
+            reason=reason,
+            objective=objective,
+            dual_bound=bound,
+            values=values,
+            start_accepted=accepted,
+            seconds=seconds,
+            nodes=int(info.mip_node_count),
+            log=list(self.log),
+        )
+
+    def polish(self, values: np.ndarray) -> tuple[float, np.ndarray] | None:
+        """Fix the integer columns at ``values`` (rounded) and re-solve the LP.
+
+        An incumbent from a HiGHS heuristic may leave continuous variables
+        above their tightest values (a bottleneck above every stage time); the
+        LP over the continuous variables restores the model's own price of the
+        integer assignment. Leaves the session holding that LP. Returns
+        (objective, column values), or None if the LP fails.
+        """
+        h = self.highs
+        lp = h.getLp()
+        ints = np.array(
+            [k for k, t in enumerate(lp.integrality_) if t != highspy.HighsVarType.kContinuous],
+            dtype=np.int32,
+        )
+        if ints.size:
+            fixed = np.round(values[ints])
+            h.changeColsBounds(len(ints), ints, fixed, fixed)
+            h.changeColsIntegrality(
+                len(ints), ints, np.full(len(ints), highspy.HighsVarType.kContinuous)
+            )
+        h.clearSolver()
+        # The MIP may have used up its time limit; this LP is tiny.
+        h.setOptionValue("time_limit", highspy.kHighsInf)
+        reset_scheduler()
+        h.run()
+        if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            return None
+        return float(h.getInfo().objective_function_value), np.asarray(
+            h.getSolution().col_value, dtype=float
+        )
+
+    def load(self, values: np.ndarray) -> None:
+        """Write column values back into the Pyomo variables."""
+        for vid, col in self._col.items():
+            var = self._vars.get(vid)
+            if var is not None:
+                var.set_value(float(values[col]), skip_validation=True)

@@ -1,0 +1,398 @@
+"""MILP formulation: exactness against an independent enumeration, validity of
+every constraint and cut on every plan, warm starts, limits and the CLI."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from typing import Any
+
+import numpy as np
+import pyomo.environ as pyo
+import pytest
+
+from formulations import milp
+from geoplan.batch import MEMORY, BatchEvaluator
+from geoplan.cost import evaluate
+from geoplan.generators import by_family
+from geoplan.instance import Instance
+from geoplan.normalise import resolve_normalisers
+from geoplan.plan import Plan
+from geoplan.solvers import Callbacks, solve
+
+# --------------------------------------------------------------------------- instances
+
+
+def _gpu(gid: str, tflops: float, mem: float, idle: float, active: float, site: str,
+         util: float = 0.5) -> dict[str, Any]:
+    return {"id": gid, "peak_tflops": tflops, "compute_util": util, "memory_gb": mem,
+            "memory_util": 0.9, "idle_w": idle, "active_w": active, "site": site}
+
+
+def _link(a: str, b: str, bw: float, lat: float) -> dict[str, Any]:
+    return {"src": a, "dst": b, "bandwidth_gbps": bw, "latency_ms": lat}
+
+
+def _instance(gpus: list[dict[str, Any]], links: list[dict[str, Any]], layers: int,
+              lam: float = 1.0, hidden: int = 2048, name: str = "t") -> Instance:
+    return Instance.from_dict({
+        "name": name,
+        "gpus": gpus,
+        "links": links,
+        "model": {"layers": layers, "hidden": hidden, "seq_len": 2048, "vocab": 50257},
+        "training": {"batch_size": 32, "micro_batch_size": 1},
+        "objective": {"lambda": lam},
+    })
+
+
+def memory_bound(lam: float = 1.0) -> Instance:
+    """Two fast GPUs with little memory, a slow big one and a medium one; full mesh,
+    asymmetric links. The fastest plans do not fit (memory binds)."""
+    gpus = [
+        _gpu("f0", 312, 8, 60, 400, "A"),
+        _gpu("f1", 312, 8, 60, 400, "A"),
+        _gpu("big", 100, 80, 40, 250, "B"),
+        _gpu("mid", 150, 16, 25, 165, "B"),
+    ]
+    ids = [g["id"] for g in gpus]
+    links = []
+    for k, (a, b) in enumerate(itertools.permutations(ids, 2)):
+        same = a[0] == b[0] or {a, b} == {"big", "mid"}
+        links.append(_link(a, b, 40.0 if same else 5.0 + k % 3, 0.5 if same else 4.0 + k % 4))
+    return _instance(gpus, links, layers=16, lam=lam, name="memory-bound")
+
+
+def identical(lam: float = 1.0) -> Instance:
+    """Four identical GPUs on one site (all links alike) plus one elsewhere."""
+    gpus = [_gpu(f"x{k}", 156, 40, 40, 250, "A") for k in range(4)]
+    gpus.append(_gpu("y0", 312, 80, 60, 400, "B", util=0.3))
+    ids = [g["id"] for g in gpus]
+    links = []
+    for a, b in itertools.permutations(ids, 2):
+        cross = "y0" in (a, b)
+        links.append(_link(a, b, 5.0 if cross else 50.0, (3.0 if a == "y0" else 2.0) if cross
+                           else 0.2))
+    return _instance(gpus, links, layers=8, lam=lam, name="identical")
+
+
+def geo5(lam: float = 1.0) -> Instance:
+    return Instance.from_dict(by_family("geo", 5, 8, 3, lam=lam))
+
+
+def metro5(lam: float = 1.0) -> Instance:
+    return Instance.from_dict(by_family("metro", 5, 7, 1, lam=lam))
+
+
+# --------------------------------------------------------------------------- enumeration
+
+
+def enumerate_plans(instance: Instance) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
+    """Every plan (ordered distinct GPUs x compositions of L), priced in one batch."""
+    N, L = instance.n, instance.layers
+    qmax = min(N, L)
+    gs, cs, qs = [], [], []
+    for q in range(1, qmax + 1):
+        perms = np.array(list(itertools.permutations(range(N), q)), dtype=np.int64)
+        comps = np.array(
+            [np.diff((0, *cuts, L)) for cuts in itertools.combinations(range(1, L), q - 1)],
+            dtype=np.int64,
+        )
+        G = np.zeros((len(perms) * len(comps), qmax), dtype=np.int64)
+        C = np.zeros_like(G)
+        G[:, :q] = np.repeat(perms, len(comps), axis=0)
+        C[:, :q] = np.tile(comps, (len(perms), 1))
+        gs.append(G)
+        cs.append(C)
+        qs.append(np.full(len(G), q, dtype=np.int64))
+    G, C, Q = np.concatenate(gs), np.concatenate(cs), np.concatenate(qs)
+    return G, C, Q, BatchEvaluator(instance).evaluate_stages(G, C, Q)
+
+
+def optimum(instance: Instance) -> tuple[float, Plan]:
+    G, C, Q, res = enumerate_plans(instance)
+    k = int(np.argmin(res.objective))
+    assert math.isfinite(res.objective[k]), "the test instance has no feasible plan"
+    plan = Plan.from_indices(instance, G[k, : Q[k]], C[k, : Q[k]])
+    return float(res.objective[k]), plan
+
+
+CASES = [
+    ("three_gpu", None),
+    ("memory_bound", memory_bound),
+    ("identical", identical),
+    ("geo5", geo5),
+    ("metro5", metro5),
+]
+
+
+def _case(name: str, factory: Any, lam: float, three_gpu: Instance) -> Instance:
+    inst = three_gpu.with_objective(lam=lam) if factory is None else factory(lam)
+    return resolve_normalisers(inst)
+
+
+# --------------------------------------------------------------------------- exactness
+
+
+@pytest.mark.parametrize("heuristic", [True, False], ids=["start", "nostart"])
+@pytest.mark.parametrize("lam", [1.0, 0.5, 0.0])
+@pytest.mark.parametrize(("name", "factory"), CASES, ids=[c[0] for c in CASES])
+def test_milp_matches_enumeration(name: str, factory: Any, lam: float, heuristic: bool,
+                                  three_gpu: Instance) -> None:
+    """Without a start HiGHS must find the optimum itself (exercises polishing too)."""
+    inst = _case(name, factory, lam, three_gpu)
+    best, _ = optimum(inst)
+    r = solve(inst, "milp", seed=1, time_limit=30, threads=1,
+              params={"heuristic": heuristic})
+    assert r.status == "optimal", r.message
+    # finish() already checked the model objective against the evaluator.
+    assert r.objective == pytest.approx(best, rel=1e-6)
+    assert r.info["highs"]["objective"] == pytest.approx(r.objective, rel=1e-6)
+    assert r.lower_bound is not None and r.lower_bound <= best * (1 + 1e-12)
+    assert r.gap is not None and r.gap <= 1e-5
+    assert r.trace and all(row.bound is None or row.bound <= best for row in r.trace)
+
+
+def test_memory_binds_in_memory_instance() -> None:
+    """The memory instance is a real test: some memory-infeasible plan is faster."""
+    inst = memory_bound(1.0)
+    best, _ = optimum(inst)
+    _, _, _, res = enumerate_plans(inst)
+    assert np.any((res.status == MEMORY) & (res.t_iter_ms < best))
+
+
+def test_milp_without_helpers_is_still_exact() -> None:
+    """No heuristic start, no dominance, no cuts: the bare formulation is exact too."""
+    inst = resolve_normalisers(memory_bound(0.5))
+    best, _ = optimum(inst)
+    r = solve(inst, "milp", seed=0, time_limit=30, threads=1,
+              params={"heuristic": False, "symmetry": False, "cuts": False})
+    assert r.status == "optimal"
+    assert r.objective == pytest.approx(best, rel=1e-6)
+    assert r.lower_bound <= best * (1 + 1e-12)
+
+
+# --------------------------------------------------------------------------- validity
+
+
+def _violated(model: pyo.ConcreteModel, values: Any, tol: float = 1e-7) -> list[str]:
+    for var, x in values.items():
+        var.set_value(x, skip_validation=True)
+    bad = []
+    for con in model.component_data_objects(pyo.Constraint, active=True):
+        body = pyo.value(con.body)
+        scale = 1.0 + abs(body)
+        if con.has_lb() and body < pyo.value(con.lower) - tol * scale:
+            bad.append(con.name)
+        if con.has_ub() and body > pyo.value(con.upper) + tol * scale:
+            bad.append(con.name)
+    for var in model.component_data_objects(pyo.Var):
+        if var.lb is not None and var.value < var.lb - tol * (1 + abs(var.lb)):
+            bad.append(var.name)
+        if var.ub is not None and var.value > var.ub + tol * (1 + abs(var.ub)):
+            bad.append(var.name)
+    return bad
+
+
+@pytest.mark.parametrize("lam", [1.0, 0.5])
+@pytest.mark.parametrize(("name", "factory"), CASES[1:4], ids=[c[0] for c in CASES[1:4]])
+def test_every_plan_satisfies_model_and_cuts(name: str, factory: Any, lam: float) -> None:
+    """Each feasible plan, in canonical (dominance) form, satisfies every constraint,
+    cut and bound of the tightened model, and the model prices it as the evaluator does."""
+    inst = resolve_normalisers(factory(lam))
+    data = milp.prepare(inst)
+    data, _ = milp.tighten(data, deadline=math.inf)
+    model = milp.build_model(inst, data=data)
+    G, C, Q, res = enumerate_plans(inst)
+    feasible = np.flatnonzero(res.feasible)
+    rng = np.random.default_rng(0)
+    picks = set(rng.choice(feasible, size=min(150, len(feasible)), replace=False).tolist())
+    picks.add(int(np.argmin(res.objective)))
+    for k in sorted(picks):
+        plan = Plan.from_indices(inst, G[k, : Q[k]], C[k, : Q[k]])
+        canon = milp.canonical_plan(data, plan)
+        price = evaluate(inst, canon)
+        assert price.feasible and price.objective <= res.objective[k] * (1 + 1e-12)
+        values = milp.start_values(model, canon)
+        assert values is not None, f"plan {canon} not expressible"
+        assert _violated(model, values) == [], f"plan {canon}"
+        assert pyo.value(model.obj) == pytest.approx(price.objective, rel=1e-9)
+        assert milp.read_plan(model) == canon
+
+
+def test_incumbent_bounds_keep_better_plans() -> None:
+    """With bounds from a known plan, every plan at least as good still fits the model."""
+    inst = resolve_normalisers(geo5(1.0))
+    G, C, Q, res = enumerate_plans(inst)
+    order = np.argsort(res.objective)
+    ref = float(res.objective[order[20]])  # a good, not optimal, plan
+    data, _ = milp.tighten(milp.prepare(inst, ref), deadline=math.inf)
+    model = milp.build_model(inst, data=data)
+    assert data.tmax_ub < milp.prepare(inst).tmax_ub  # the bound did tighten something
+    for k in order[:21]:
+        canon = milp.canonical_plan(data, Plan.from_indices(inst, G[k, : Q[k]], C[k, : Q[k]]))
+        values = milp.start_values(model, canon)
+        assert values is not None and _violated(model, values) == []
+
+
+def test_build_model_inspection(three_gpu: Instance) -> None:
+    m = milp.build_model(three_gpu)
+    d = m.data
+    assert set(m.I) == {0, 1, 2}
+    # a-c has no link: no arc either way.
+    assert set(m.A) == {(0, 1), (1, 0), (1, 2), (2, 1)}
+    # Stage time of b with arcs a->b and b->c: comp + comm[b,c] (forward) + comm[b,a] (backward).
+    c = three_gpu.coefficients()
+    expr = m.tau[1]
+    coefs = {v.name: coef for v, coef in _linear_terms(expr)}
+    assert coefs["n[1]"] == pytest.approx(c.comp_ms[1])
+    assert coefs["a[1,2]"] == pytest.approx(c.comm_ms[1, 2])
+    assert coefs["a[0,1]"] == pytest.approx(c.comm_ms[1, 0])
+    assert d.kmax == 3
+
+
+def _linear_terms(expr: Any) -> list[tuple[Any, float]]:
+    from pyomo.repn import generate_standard_repn
+
+    repn = generate_standard_repn(expr)
+    return list(zip(repn.linear_vars, repn.linear_coefs, strict=True))
+
+
+# --------------------------------------------------------------------------- starts, limits
+
+
+def test_warm_start_accepted_and_traced() -> None:
+    inst = resolve_normalisers(geo5(1.0))
+    best, plan = optimum(inst)
+    events: list[tuple[float, float | None, float | None]] = []
+
+    class Rec(Callbacks):
+        def on_improvement(self, seconds: float, incumbent: float | None,
+                           bound: float | None) -> None:
+            events.append((seconds, incumbent, bound))
+
+    r = solve(inst, "milp", seed=0, time_limit=30, threads=1, warm_start=plan,
+              params={"heuristic": False}, callbacks=Rec())
+    assert r.info["warm_start_accepted"] is True
+    assert r.info["mip_start"]["accepted"] is True
+    assert r.trace[0].incumbent == pytest.approx(best)
+    assert events and events[0][1] == pytest.approx(best)
+    assert r.status == "optimal" and r.objective == pytest.approx(best, rel=1e-6)
+    secs = [row.seconds for row in r.trace]
+    assert secs == sorted(secs)
+
+
+def test_warm_start_worse_plan_and_infeasible_plan() -> None:
+    inst = resolve_normalisers(memory_bound(1.0))
+    G, C, Q, res = enumerate_plans(inst)
+    worst = int(np.argmax(np.where(res.feasible, res.objective, -np.inf)))
+    poor = Plan.from_indices(inst, G[worst, : Q[worst]], C[worst, : Q[worst]])
+    r = solve(inst, "milp", seed=0, time_limit=30, threads=1, warm_start=poor,
+              params={"heuristic": False})
+    assert r.info["warm_start_accepted"] is True
+    assert r.status == "optimal" and r.objective < res.objective[worst]
+    # A memory-infeasible plan cannot be a start.
+    bad = Plan.from_pairs([("f0", 16)])
+    assert not evaluate(inst, bad).feasible
+    r = solve(inst, "milp", seed=0, time_limit=30, threads=1, warm_start=bad,
+              params={"heuristic": False})
+    assert r.info["warm_start_accepted"] is False
+    assert r.status == "optimal"
+
+
+def test_time_limit_without_incumbent_is_no_solution() -> None:
+    inst = Instance.from_dict(by_family("geo", 8, 12, 0))
+    r = solve(inst, "milp", seed=0, time_limit=0.01, threads=1,
+              params={"heuristic": False, "highs.mip_heuristic_effort": 0})
+    assert r.status == "no_solution"
+    assert r.plan is None and "HiGHS" in (r.message or "")
+
+
+def test_time_limit_with_incumbent_is_feasible_with_valid_bound() -> None:
+    """Stopped by the limit: a priced plan (model objective checked by the core),
+    a bound below it, and a trace whose bounds never pass the final incumbent."""
+    from geoplan.baseline import metis_default_plan
+
+    inst = Instance.from_dict(by_family("metro", 32, 32, 0))  # minutes to prove
+    start = metis_default_plan(inst)
+    assert start is not None
+    r = solve(inst, "milp", seed=0, time_limit=3.0, threads=1, warm_start=start,
+              params={"heuristic": False, "tighten": False})
+    assert r.status == "feasible", r.message
+    assert r.objective <= evaluate(inst, start).objective
+    assert r.lower_bound is not None and r.lower_bound < r.objective
+    assert 0 < r.gap < 1
+    assert "HiGHS stopped" in (r.message or "")
+    assert all(row.bound is None or row.bound <= r.objective for row in r.trace)
+
+
+def test_infeasible_links() -> None:
+    """Each GPU holds only part of the model and they are not linked: no plan exists."""
+    gpus = [_gpu("p", 312, 8, 60, 400, "A"), _gpu("q", 312, 8, 60, 400, "B"),
+            _gpu("r", 100, 8, 60, 400, "C")]
+    links = [_link("p", "r", 10, 5), _link("q", "r", 10, 5)]  # r -> p, r -> q missing
+    inst = _instance(gpus, links, layers=16)
+    *_, res = enumerate_plans(inst)
+    assert not res.feasible.any()
+    r = solve(inst, "milp", seed=0, time_limit=30, threads=1)
+    assert r.status == "infeasible"
+    assert r.plan is None and "no plan" in (r.message or "")
+
+
+def test_infeasible_proven_by_highs() -> None:
+    """p and q together would fit but are not linked; with r between them the third
+    stage shrinks every cap below L. Only the MILP search can tell."""
+    gpus = [_gpu("p", 312, 8, 60, 400, "A"), _gpu("q", 312, 8, 60, 400, "B"),
+            _gpu("r", 100, 2, 60, 400, "C")]
+    links = [_link(a, b, 10, 5) for a, b in (("p", "r"), ("r", "p"), ("q", "r"), ("r", "q"))]
+    inst = _instance(gpus, links, layers=15)
+    *_, res = enumerate_plans(inst)
+    assert not res.feasible.any()
+    data = milp.prepare(inst)
+    assert data.gpus and math.isfinite(data.tmax_lb)  # not caught before the search
+    r = solve(inst, "milp", seed=0, time_limit=30, threads=1)
+    assert r.status == "infeasible"
+    assert r.plan is None and "HiGHS proved" in (r.message or "")
+
+
+def test_gap_target_stops_early_with_valid_bound() -> None:
+    inst = Instance.from_dict(by_family("geo", 8, 12, 0))
+    r = solve(inst, "milp", seed=0, time_limit=30, threads=1, gap=0.5,
+              params={"tighten": False})
+    assert r.status == "optimal"
+    assert r.gap is not None and r.gap <= 0.5 + 1e-9
+    exact = solve(inst, "milp", seed=0, time_limit=30, threads=1)
+    assert r.lower_bound <= exact.objective * (1 + 1e-12)
+
+
+def test_cli_solve_with_warm_start(tmp_path: Any, capsys: Any, three_gpu: Instance) -> None:
+    from geoplan.cli import main
+
+    inst_file = tmp_path / "inst.json"
+    three_gpu.to_json(inst_file)
+    plan_file = tmp_path / "plan.json"
+    Plan.from_pairs([("a", 6), ("b", 6)]).to_json(plan_file)
+    code = main(["solve", str(inst_file), "--solver", "milp", "--warm-start", str(plan_file),
+                 "--time-limit", "60", "--json", "--quiet", "--threads", "1"])
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    best, _ = optimum(three_gpu)
+    assert out["status"] == "optimal"
+    assert out["objective"] == pytest.approx(best, rel=1e-6)
+    assert out["lower_bound"] is not None and out["lower_bound"] <= best * (1 + 1e-12)
+    assert out["gap"] is not None and 0 <= out["gap"] <= 1e-5
+    assert out["info"]["warm_start_accepted"] is True
+
+
+# --------------------------------------------------------------------------- larger
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lam", [1.0, 0.5])
+@pytest.mark.parametrize("family", ["geo", "metro"])
+def test_agrees_with_branch_and_bound(family: str, lam: float) -> None:
+    inst = Instance.from_dict(by_family(family, 12, 12, 0, lam=lam))
+    a = solve(inst, "milp", seed=0, time_limit=120, threads=2)
+    b = solve(inst, "bnb", seed=0, time_limit=120, threads=2)
+    assert a.status == b.status == "optimal"
+    assert a.objective == pytest.approx(b.objective, rel=1e-6)
