@@ -576,8 +576,12 @@ def tighten(
     def lp_rounds() -> None:
         while more():
             res = lp()
-            if res.termination_condition.name != "convergenceCriteriaSatisfied":
-                return  # infeasible or out of time: keep the last valid bound
+            if (
+                res.termination_condition.name != "convergenceCriteriaSatisfied"
+                or res.incumbent_objective is None
+            ):
+                # Infeasible, out of time, or no value reported: keep the last valid bound.
+                return
             value = float(res.incumbent_objective)
             new = value - _LP_TOLERANCE * max(1.0, abs(value))
             if new <= lb * (1 + min_gain):
