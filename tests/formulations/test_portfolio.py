@@ -1,0 +1,71 @@
+"""The portfolio: memetic first, then an exact model from its plan, in one budget."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+import pytest
+
+from geoplan.cli import main
+from geoplan.errors import InputError
+from geoplan.generators import by_family
+from geoplan.instance import Instance
+from geoplan.solvers import solve
+
+
+@pytest.fixture(scope="module")
+def geo6() -> Instance:
+    return Instance.from_dict(by_family("geo", 6, 10, 4))
+
+
+@pytest.mark.parametrize("exact", ["bnb", "milp", "cpsat"])
+def test_portfolio_proves_the_brute_force_optimum(geo6: Instance, exact: str) -> None:
+    ref = solve(geo6, "bruteforce", seed=0, time_limit=60, threads=1)
+    res = solve(geo6, "portfolio", seed=3, time_limit=60, threads=1, params={"exact": exact})
+    assert res.status == "optimal"
+    assert res.objective == pytest.approx(ref.objective, rel=1e-6)
+    assert res.lower_bound <= ref.objective * (1 + 1e-9)
+    assert res.info["exact"]["solver"] == exact
+    # The exact model got the memetic plan as its start and said whether it took it.
+    assert res.info["exact"]["warm_start_accepted"] in (True, False)
+    assert res.info["memetic"]["objective"] >= ref.objective * (1 - 1e-9)
+
+
+def test_portfolio_trace_is_one_anytime_curve(geo6: Instance) -> None:
+    res = solve(geo6, "portfolio", seed=1, time_limit=30, threads=1)
+    secs = [r.seconds for r in res.trace]
+    assert secs == sorted(secs)
+    assert secs[-1] <= res.wall_s + 1e-6
+    incumbents = [r.incumbent for r in res.trace if r.incumbent is not None]
+    # Never worse than what was already found: the curve only goes down.
+    assert all(b <= a * (1 + 1e-12) for a, b in pairwise(incumbents))
+    assert incumbents[-1] == pytest.approx(res.objective, rel=1e-9)
+
+
+def test_portfolio_default_exact_by_size() -> None:
+    from formulations.portfolio import default_exact
+
+    small = Instance.from_dict(by_family("geo", 8, 12, 0))
+    large = Instance.from_dict(by_family("geo", 16, 12, 0))
+    assert default_exact(small) == "bnb"
+    assert default_exact(large) == "milp"
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [({"exact": "memetic"}, "params.exact"), ({"ma_fraction": 1.5}, "params.ma_fraction")],
+)
+def test_portfolio_rejects_bad_params(geo6: Instance, params: dict, field: str) -> None:
+    with pytest.raises(InputError) as err:
+        solve(geo6, "portfolio", seed=0, time_limit=5, params=params)
+    assert err.value.field == field
+
+
+def test_portfolio_bad_param_from_cli_exits_2(tmp_path, capsys) -> None:
+    path = tmp_path / "i.json"
+    Instance.from_dict(by_family("geo", 4, 6, 1)).to_json(path)
+    code = main(["solve", str(path), "--solver", "portfolio", "--param", "exact=foo",
+                 "--time-limit", "5"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("geoplan: error: params.exact")
