@@ -48,6 +48,8 @@ OBJECTIVE_LIMIT = 2**60
 DOMAIN_LIMIT = 2**61
 #: Largest number of clusters (sites) whose subsets get their own bottleneck bounds.
 MAX_CLUSTERS = 6
+#: CP-SAT workers not trusted with this model (see :func:`solve`).
+UNSOUND_SUBSOLVERS = ("routing_path_lns", "routing_random_lns", "routing_full_path_lns")
 #: Precision targets tried in turn when none is given.
 PRECISIONS = (1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3)
 #: Candidate objective scale factors, ascending: powers of two and of ten.
@@ -104,10 +106,10 @@ def _rel_error(values: Sequence[float], scale: float) -> float:
     return float(np.max(np.abs(r - v) / v))
 
 
-def _first_power(values: Sequence[float], base: float, target: float) -> int | None:
-    """Smallest k in [-6, 18] with rounding error of base*10^k*values <= target."""
+def _first_power(values: Sequence[float], target: float) -> int | None:
+    """Smallest k in [-6, 18] with rounding error of 10^k * values <= target."""
     for k in range(-6, 19):
-        if _rel_error(values, base * 10.0**k) <= target:
+        if _rel_error(values, 10.0**k) <= target:
             return k
     return None
 
@@ -147,7 +149,7 @@ def choose_scaling(
     precision: float | None = None,
     obj_ub: float | None = None,
 ) -> Scaling:
-    """Powers of ten for times and objective: the finest precision that fits.
+    """Scales for times (a power of ten) and objective: the finest precision that fits.
 
     ``t_ub_ms`` bounds T_iter over the model's domains and ``n_ub`` the layer
     counts; ``obj_ub`` (evaluator units) bounds the objective values the search
@@ -158,7 +160,7 @@ def choose_scaling(
     targets = (precision,) if precision is not None else PRECISIONS
     time_only = weights.a0 == 1.0 and not np.any(weights.a) and not np.any(weights.b)
     for r in targets:
-        ks = _first_power(time_values, 1.0, r)
+        ks = _first_power(time_values, r)
         if ks is None:
             continue
         s = 10.0**ks
@@ -655,9 +657,10 @@ def _add_cluster_bounds(
     exactly S (one of them is true), w_QS = y_Q and v_S. A plan using exactly S
     with Q stages has tmax >= tlb(Q, S), the relaxation of :func:`tmax_bounds`
     on S's GPUs with |S| - 1 crossings, or cannot exist. All bounds go into one
-    linear constraint ``tmax >= sum tlb(Q, S) w_QS``: CP-SAT 9.15's presolve
-    mishandled the same bound written as many copies of ``tmax >= b`` under
-    different enforcement literals (it declared a feasible model infeasible).
+    linear constraint ``tmax >= sum tlb(Q) y_Q + sum (tlb(Q, S) - tlb(Q)) w_QS``:
+    CP-SAT 9.15's presolve mishandled the same bounds written as copies of
+    ``tmax >= b`` under different enforcement literals (it declared a feasible
+    model infeasible). A linear encoding of w by its marginals measured no faster.
     """
     nc = relax.n_clusters
     u = [md.new_bool_var(f"cluster{c}") for c in range(nc)]
@@ -832,8 +835,6 @@ def build_model(
         md.add(t_iter >= sum(t_lb[q] * yq for q, yq in y.items()))
         md.add(t_iter >= min(t_lb.values()))
         md.add(tmax >= min(tlb.values()))
-        if 2 <= relax.n_clusters <= MAX_CLUSTERS:
-            _add_cluster_bounds(md, relax, x, y, tmax, tlb, tmax_ub)
         for i in range(nn):
             md.add(first[i] + lastv[i] <= 1 + q1)
         # T_iter >= M * tau_i, a cut the LP would not find from the max alone.
@@ -857,6 +858,8 @@ def build_model(
                >= sum(sum(weights[:q]) * t_lb[q] * yq for q, yq in y.items()))
         for i, zi in z.items():
             md.add(zi >= min(t_lb.values()) * x[i])
+    if y and 2 <= relax.n_clusters <= MAX_CLUSTERS:
+        _add_cluster_bounds(md, relax, x, y, tmax, tlb, tmax_ub)
 
     dom: list[tuple[int, int]] = []
     ident: list[tuple[int, int]] = []
@@ -1027,13 +1030,21 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     p.num_workers = options.threads
     p.relative_gap_limit = options.gap
     p.log_search_progress = _flag(params, "log", False)
+    # CP-SAT 9.15's routing LNS workers sometimes end the whole search ("#Done") on this
+    # circuit-with-optional-nodes model and report a suboptimal plan as OPTIMAL (seen on
+    # metro-8-32: 6 of 40 runs with 2 workers, none with these workers ignored).
+    p.ignore_subsolvers.extend(UNSOUND_SUBSOLVERS)
     for key, value in params.items():
         if key.startswith("sat."):  # expert pass-through, e.g. sat.linearization_level=2
             try:
-                setattr(p, key[4:], value)
+                if isinstance(value, list):
+                    getattr(p, key[4:]).extend(value)
+                else:
+                    setattr(p, key[4:], value)
             except (AttributeError, TypeError, ValueError) as exc:
                 raise InputError(f"params.{key}", value, f"not a CP-SAT parameter: {exc}") \
                     from None
+    info["ignored_subsolvers"] = list(p.ignore_subsolvers)
     rec = _Recorder(built, options)
     solver.best_bound_callback = rec.on_bound
     status = solver.solve(built.model, rec)
