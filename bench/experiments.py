@@ -389,18 +389,29 @@ def _profiled(ctx: _Ctx, block: Mapping[str, Any], profile: str, where: str) -> 
     return out
 
 
+def _profiled_entry(
+    ctx: _Ctx, raw: Any, where: str, table: str, keys: Any, profile: str
+) -> Mapping[str, Any] | None:
+    """One ``[[table]]`` entry with its profile overrides applied and keys checked.
+
+    None when the entry is skipped in this profile.
+    """
+    if not isinstance(raw, Mapping):
+        raise ctx.err(where, raw, f"expected a table ([[{table}]])")
+    for p in PROFILES[1:]:
+        if p in raw and isinstance(raw[p], Mapping):
+            _check_keys(ctx, raw[p], keys, f"{where}.{p}")
+    d = _profiled(ctx, raw, profile, where)
+    _check_keys(ctx, d, keys, where)
+    return None if d.get("skip", False) else d
+
+
 def _solver_entry(ctx: _Ctx, raw: Any, k: int, profile: str) -> SolverEntry | None:
     from geoplan.solvers import get_solver
 
     where = f"solvers[{k}]"
-    if not isinstance(raw, Mapping):
-        raise ctx.err(where, raw, "expected a table ([[solvers]])")
-    for p in PROFILES[1:]:
-        if p in raw and isinstance(raw[p], Mapping):
-            _check_keys(ctx, raw[p], _SOLVER_KEYS, f"{where}.{p}")
-    d = _profiled(ctx, raw, profile, where)
-    _check_keys(ctx, d, _SOLVER_KEYS, where)
-    if d.get("skip", False):
+    d = _profiled_entry(ctx, raw, where, "solvers", _SOLVER_KEYS, profile)
+    if d is None:
         return None
     name = _text(ctx, d.get("name"), f"{where}.name")
     try:
@@ -446,14 +457,8 @@ def _instance_specs(
     from geoplan.instance import Instance, read_json
 
     where = f"instances[{k}]"
-    if not isinstance(raw, Mapping):
-        raise ctx.err(where, raw, "expected a table ([[instances]])")
-    for p in PROFILES[1:]:
-        if p in raw and isinstance(raw[p], Mapping):
-            _check_keys(ctx, raw[p], _INSTANCE_KEYS, f"{where}.{p}")
-    d = _profiled(ctx, raw, profile, where)
-    _check_keys(ctx, d, _INSTANCE_KEYS, where)
-    if d.get("skip", False):
+    d = _profiled_entry(ctx, raw, where, "instances", _INSTANCE_KEYS, profile)
+    if d is None:
         return []
     tag = None if d.get("tag") is None else _text(ctx, d["tag"], f"{where}.tag")
     norm = d.get("normalise_by")
