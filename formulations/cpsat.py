@@ -38,7 +38,16 @@ from geoplan.result import Outcome, TraceRow
 from geoplan.solvers import SolveOptions
 from geoplan.validation import validate
 
-__all__ = ["CpsatModel", "Scaling", "build_model", "choose_scaling", "solve"]
+__all__ = [
+    "UNSOUND_SUBSOLVERS",
+    "CpsatModel",
+    "Scaling",
+    "build_model",
+    "choose_scaling",
+    "solve",
+    "sum_bounds",
+    "tmax_bounds",
+]
 
 #: Largest objective value reachable under the cap. Above 2**53 CP-SAT's float objective and
 #: bound are rounded (relative 1e-16, far inside the tolerance); the plan's objective is read
