@@ -42,16 +42,24 @@ def resolve_normalisers(instance: Instance) -> Instance:
     For lambda in {0, 1} the objective does not use them; they are still filled
     in when the baseline finds a plan, so that every result reports a pair.
     """
+    # Cached on the instance: evaluate() resolves on every call, and a fresh copy
+    # per call would rebuild the instance's cached views (or rerun a failing baseline).
+    cached = instance.__dict__.get("_resolved")
+    if cached is not None:
+        return cached
     o = instance.objective
-    if o.t_ref_ms is not None and o.e_ref_j is not None:
-        return instance
-    try:
-        t_ref, e_ref = baseline_normalisers(instance)
-    except InputError:
-        if o.lam in (0.0, 1.0):
-            return instance
-        raise
-    return instance.with_objective(
-        t_ref_ms=o.t_ref_ms if o.t_ref_ms is not None else t_ref,
-        e_ref_j=o.e_ref_j if o.e_ref_j is not None else e_ref,
-    )
+    resolved = instance
+    if o.t_ref_ms is None or o.e_ref_j is None:
+        try:
+            t_ref, e_ref = baseline_normalisers(instance)
+        except InputError:
+            if o.lam not in (0.0, 1.0):
+                raise
+        else:
+            resolved = instance.with_objective(
+                t_ref_ms=o.t_ref_ms if o.t_ref_ms is not None else t_ref,
+                e_ref_j=o.e_ref_j if o.e_ref_j is not None else e_ref,
+            )
+    instance.__dict__["_resolved"] = resolved
+    resolved.__dict__["_resolved"] = resolved
+    return resolved
