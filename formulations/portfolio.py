@@ -87,8 +87,5 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         status = "infeasible" if ex.status == "infeasible" else "no_solution"
         return Outcome(None, status, trace=trace, info=info, message=ex.message or ma.message)
     best = min(candidates, key=lambda r: r.objective)
-    bound = ex.lower_bound
     status = "optimal" if ex.status == "optimal" else "feasible"
-    if status == "optimal" and best is not ex:
-        bound = ex.lower_bound if ex.lower_bound is not None else ex.objective
-    return Outcome(best.plan, status, lower_bound=bound, trace=trace, info=info)
+    return Outcome(best.plan, status, lower_bound=ex.lower_bound, trace=trace, info=info)

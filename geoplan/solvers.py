@@ -13,7 +13,7 @@ import importlib
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from geoplan.cost import evaluate
@@ -337,8 +337,3 @@ def finish(
 
 def _jsonish(v: Any) -> bool:
     return v is None or isinstance(v, str | int | float | bool | list | tuple | dict)
-
-
-def with_params(options: SolveOptions, **changes: Any) -> SolveOptions:
-    """A copy of ``options`` with some fields changed (sub-solvers of a portfolio)."""
-    return replace(options, **changes)
