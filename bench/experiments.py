@@ -389,6 +389,18 @@ def _profiled(ctx: _Ctx, block: Mapping[str, Any], profile: str, where: str) -> 
     return out
 
 
+def _solver_name(ctx: _Ctx, value: Any, where: str) -> str:
+    """A registered solver's name, or an error naming ``where``."""
+    from geoplan.solvers import get_solver
+
+    name = _text(ctx, value, where)
+    try:
+        get_solver(name)
+    except InputError as exc:
+        raise ctx.err(where, name, exc.message) from None
+    return name
+
+
 def _profiled_entry(
     ctx: _Ctx, raw: Any, where: str, table: str, keys: Any, profile: str
 ) -> Mapping[str, Any] | None:
@@ -407,24 +419,14 @@ def _profiled_entry(
 
 
 def _solver_entry(ctx: _Ctx, raw: Any, k: int, profile: str) -> SolverEntry | None:
-    from geoplan.solvers import get_solver
-
     where = f"solvers[{k}]"
     d = _profiled_entry(ctx, raw, where, "solvers", _SOLVER_KEYS, profile)
     if d is None:
         return None
-    name = _text(ctx, d.get("name"), f"{where}.name")
-    try:
-        get_solver(name)
-    except InputError as exc:
-        raise ctx.err(f"{where}.name", name, exc.message) from None
+    name = _solver_name(ctx, d.get("name"), f"{where}.name")
     warm = d.get("warm_start")
     if warm is not None:
-        warm = _text(ctx, warm, f"{where}.warm_start")
-        try:
-            get_solver(warm)
-        except InputError as exc:
-            raise ctx.err(f"{where}.warm_start", warm, exc.message) from None
+        warm = _solver_name(ctx, warm, f"{where}.warm_start")
         if warm == name:
             raise ctx.err(f"{where}.warm_start", warm, "a solver cannot warm-start itself")
     params = d.get("params", {})
@@ -463,13 +465,7 @@ def _instance_specs(
     tag = None if d.get("tag") is None else _text(ctx, d["tag"], f"{where}.tag")
     norm = d.get("normalise_by")
     if norm is not None:
-        from geoplan.solvers import get_solver
-
-        norm = _text(ctx, norm, f"{where}.normalise_by")
-        try:
-            get_solver(norm)
-        except InputError as exc:
-            raise ctx.err(f"{where}.normalise_by", norm, exc.message) from None
+        norm = _solver_name(ctx, norm, f"{where}.normalise_by")
 
     if d.get("file") is not None:
         extra = set(d) - {"file", "tag", "normalise_by", "overrides"}
