@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from geoplan.errors import GeoplanError
-from geoplan.generators import by_family
-from geoplan.instance import Instance
-from geoplan.solvers import get_solver, solve
+from geoplan.model.generators import by_family
+from geoplan.model.instance import Instance
+from geoplan.solving.core import get_solver, solve
 
 METHODS = ("bnb", "milp", "cpsat")
 

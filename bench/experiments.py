@@ -74,7 +74,7 @@ _SHORT = {
 
 def _family(family: str) -> Callable[..., dict[str, Any]]:
     def build(*, n: int, layers: int, seed: int, **kw: Any) -> dict[str, Any]:
-        from geoplan.generators import by_family
+        from geoplan.model.generators import by_family
 
         return by_family(family, n, layers, seed, **kw)
 
@@ -82,7 +82,7 @@ def _family(family: str) -> Callable[..., dict[str, Any]]:
 
 
 def _table7(*, layers: int, seed: int, **kw: Any) -> dict[str, Any]:
-    from geoplan.generators import table7
+    from geoplan.model.generators import table7
 
     return table7(seed=seed, layers=layers, **kw)
 
@@ -90,7 +90,7 @@ def _table7(*, layers: int, seed: int, **kw: Any) -> dict[str, Any]:
 def _three_site(
     *, layers: int, seed: int, base_latency_ms: float, base_bandwidth_gbps: float, **kw: Any
 ) -> dict[str, Any]:
-    from geoplan.generators import three_site_instance
+    from geoplan.model.generators import three_site_instance
 
     return three_site_instance(base_latency_ms, base_bandwidth_gbps, layers=layers, seed=seed, **kw)
 
@@ -110,7 +110,7 @@ GENERATORS: dict[str, tuple[Callable[..., dict[str, Any]], str, tuple[str, ...]]
 
 def _generator_params(gen: str, func_name: str) -> set[str]:
     """The keyword arguments generator ``gen`` accepts (``name`` is set by the runner)."""
-    import geoplan.generators as g
+    import geoplan.model.generators as g
 
     out = set(inspect.signature(getattr(g, func_name)).parameters) - {"name", "n_gpus"}
     return out | {"n"} if gen in ("paper", "geo", "metro") else out
@@ -240,7 +240,7 @@ class Experiment:
             for s in self.solvers:
                 skip = None
                 if s.max_n is not None and inst.n > s.max_n:
-                    from geoplan.space import plan_space_size
+                    from geoplan.model.space import plan_space_size
 
                     size = plan_space_size(inst.n, inst.layers)
                     skip = (f"N={inst.n} exceeds max_n={s.max_n} set for {s.label} "
@@ -391,7 +391,7 @@ def _profiled(ctx: _Ctx, block: Mapping[str, Any], profile: str, where: str) -> 
 
 def _solver_name(ctx: _Ctx, value: Any, where: str) -> str:
     """A registered solver's name, or an error naming ``where``."""
-    from geoplan.solvers import get_solver
+    from geoplan.solving.core import get_solver
 
     name = _text(ctx, value, where)
     try:
@@ -456,7 +456,7 @@ def _fmt(v: Any) -> str:
 def _instance_specs(
     ctx: _Ctx, raw: Any, k: int, profile: str, base_dir: Path | None
 ) -> list[InstanceSpec]:
-    from geoplan.instance import Instance, read_json
+    from geoplan.model.instance import Instance, read_json
 
     where = f"instances[{k}]"
     d = _profiled_entry(ctx, raw, where, "instances", _INSTANCE_KEYS, profile)

@@ -31,10 +31,10 @@ from typing import Any
 import numpy as np
 
 from geoplan.errors import GeoplanError, SolverError
-from geoplan.generators import by_family
-from geoplan.instance import Instance
-from geoplan.solvers import get_solver, solve
-from geoplan.space import plan_space_size
+from geoplan.model.generators import by_family
+from geoplan.model.instance import Instance
+from geoplan.model.space import plan_space_size
+from geoplan.solving.core import get_solver, solve
 from heuristics.memetic import MemeticParams, run_memetic
 
 __all__ = ["Row", "bench_instance", "main"]

@@ -17,8 +17,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 if TYPE_CHECKING:
-    from geoplan.instance import Instance
-    from geoplan.plan import Plan
+    from geoplan.model.instance import Instance
+    from geoplan.model.plan import Plan
 
 __all__ = [
     "color",

@@ -194,7 +194,7 @@ class _Ctx:
 
     def instance(self, r: Row) -> Any:
         """The run's instance (from the results' instances folder, else regenerated)."""
-        from geoplan.instance import Instance
+        from geoplan.model.instance import Instance
 
         key = f"{r['instance']}/{r.get('instance_hash')}"
         if key in self._instances:
@@ -301,7 +301,7 @@ def _versus(ctx: _Ctx, rows: list[Row], info: Mapping[str, Any]) -> list[str]:
 
 
 def _exact(ctx: _Ctx, rows: list[Row], info: Mapping[str, Any]) -> list[str]:
-    from geoplan.space import plan_space_size
+    from geoplan.model.space import plan_space_size
 
     rep = info.get("report", {})
     heur = rep.get("heuristic", "MA")
@@ -447,7 +447,7 @@ def _network(ctx: _Ctx, rows: list[Row], info: Mapping[str, Any]) -> list[str]:
 
 def _pipeline(ctx: _Ctx, panels: Sequence[tuple[str, Row]], name: str) -> str:
     from bench.plots import plot_pipeline
-    from geoplan.plan import Plan
+    from geoplan.model.plan import Plan
 
     if not panels:
         return ""

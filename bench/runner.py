@@ -136,8 +136,8 @@ def execute(task: Mapping[str, Any], emit: Callable[[dict[str, Any]], None] | No
     so that a killed run still leaves its partial trace.
     """
     from geoplan.errors import FormulationError, SolverError
-    from geoplan.instance import Instance
-    from geoplan.solvers import Callbacks, solve
+    from geoplan.model.instance import Instance
+    from geoplan.solving.core import Callbacks, solve
 
     row: dict[str, Any] = dict(task["row"])
     row["started_at"] = _now()
@@ -558,7 +558,7 @@ def _hms(s: float) -> str:
 def _availability(names: Iterable[str]) -> dict[str, str]:
     """Solver name -> reason, for registered solvers that cannot be loaded."""
     from geoplan.errors import SolverError
-    from geoplan.solvers import get_solver
+    from geoplan.solving.core import get_solver
 
     out = {}
     for name in sorted(set(names)):
@@ -578,7 +578,7 @@ def _warm_up(names: Iterable[str], workers: int, limit: float = WARM_UP_S) -> No
     the on-disk cache, and the measured runs load it instead of compiling on their
     budget. Each warm-up is a forked run with a hard kill; its result is discarded.
     """
-    from geoplan.generators import paper_mix
+    from geoplan.model.generators import paper_mix
 
     toy = paper_mix(3, 4, seed=0, hidden=512, seq_len=512, batch_size=8, n_sites=2,
                     name="warm-up")
@@ -597,7 +597,7 @@ def _normalise(spec: InstanceSpec, data: dict[str, Any], budget: float, grace: f
     Returns (t_ref_ms, e_ref_j, record); (None, None, ...) falls back to the default
     Metis-default normalisers, and the record says why.
     """
-    from geoplan.instance import Instance
+    from geoplan.model.instance import Instance
 
     solver = spec.normalise_by or ""
     if solver in unavailable:
@@ -630,8 +630,8 @@ def prepare_instances(
     Returns spec key -> {"data", "hash", "file", "normalised_by"}. Each instance is
     stored with its normalisers resolved, so its hash is the runs' ``instance_hash``.
     """
-    from geoplan.instance import Instance
-    from geoplan.normalise import resolve_normalisers
+    from geoplan.cost.normalise import resolve_normalisers
+    from geoplan.model.instance import Instance
 
     inst_dir = out / "instances"
     inst_dir.mkdir(parents=True, exist_ok=True)

@@ -23,11 +23,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from geoplan.batch import BatchEvaluator
 from geoplan.cost import evaluate
-from geoplan.generators import paper_mix
-from geoplan.instance import Instance
-from geoplan.plan import Plan
+from geoplan.cost.batch import BatchEvaluator
+from geoplan.model.generators import paper_mix
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
 
 TARGET = 1_000_000.0  # plans per second, on 2 cores
 

@@ -1,4 +1,4 @@
-"""Rewrite the example instance files from :func:`geoplan.generators.example_instances`.
+"""Rewrite the example instance files from :func:`geoplan.model.generators.example_instances`.
 
 Run from the repository root: ``python examples/make_examples.py``. The plan
 ``three-site.plan.json`` is not regenerated: it is the best plan of an exhaustive
@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from geoplan.generators import example_instances
+from geoplan.model.generators import example_instances
 
 
 def main() -> None:

@@ -1,9 +1,9 @@
 """Branch-and-bound over GPU sequences with exact splits (registered as ``bnb``).
 
 A node is a GPU sequence prefix ``g_1..g_p``. At each node the prefix itself
-is priced as a complete plan with the exact split of :mod:`formulations.split`
+is priced as a complete plan with the exact split of :mod:`geoplan.cost.split`
 (the leaf), and the plans extending it are bounded by the relaxation of
-:meth:`formulations.split.Splitter.prefix_bound`; children (one more GPU,
+:meth:`geoplan.cost.split.Splitter.prefix_bound`; children (one more GPU,
 linked both ways to ``g_p``) are explored depth first, best bound first.
 
 Two reductions keep optimal plans in the tree while cutting the rest:
@@ -33,11 +33,11 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from formulations.split import Splitter, _link_floors, _prefix_bound, _price, _split
-from geoplan.instance import Instance
-from geoplan.plan import Plan
-from geoplan.result import Outcome, TraceRow
-from geoplan.solvers import SolveOptions
+from geoplan.cost.split import Splitter, _link_floors, _prefix_bound, _price, _split
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
+from geoplan.solving.core import SolveOptions
+from geoplan.solving.result import Outcome, TraceRow
 
 __all__ = ["dominance", "solve", "symmetry_classes"]
 
@@ -603,7 +603,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
                     search.offer(list(r.gpus), list(r.counts), r.objective)
         info["warm_start_accepted"] = accepted
     if _flag(params, "baseline_incumbent", True):
-        from geoplan.baseline import metis_default_plan
+        from geoplan.cost.baseline import metis_default_plan
 
         base = metis_default_plan(instance)
         if base is not None:

@@ -2,16 +2,16 @@
 
 For each stage count Q, every ordered choice of Q distinct GPUs (permutation)
 is paired with every composition of the L layers into Q positive parts; the
-pairs are priced in blocks by :meth:`geoplan.batch.BatchEvaluator.evaluate_stages`.
+pairs are priced in blocks by :meth:`geoplan.cost.batch.BatchEvaluator.evaluate_stages`.
 Two prunings drop only plans that are certainly infeasible: GPU orders with a
 missing link between consecutive GPUs, and (GPU order, composition) pairs
 where some stage exceeds its GPU's memory cap for that Q (the caps come from
-:meth:`~geoplan.instance.Coefficients.layer_caps`, consistent with the one
-memory test). The plan space has f(N, L) plans (:func:`geoplan.space.plan_space_size`);
+:meth:`~geoplan.cost.coefficients.Coefficients.layer_caps`, consistent with the one
+memory test). The plan space has f(N, L) plans (:func:`geoplan.model.space.plan_space_size`);
 above ``params["max_space"]`` (default 5e7) the solver refuses with
 :class:`~geoplan.errors.SolverError`.
 
-Deliberately independent of :mod:`formulations.split`, so that the two exact
+Deliberately independent of :mod:`geoplan.cost.split`, so that the two exact
 solvers check each other.
 """
 
@@ -25,13 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from geoplan.batch import BatchEvaluator
+from geoplan.cost.batch import BatchEvaluator
 from geoplan.errors import SolverError
-from geoplan.instance import Instance
-from geoplan.plan import Plan
-from geoplan.result import Outcome, TraceRow
-from geoplan.solvers import SolveOptions
-from geoplan.space import plan_space_size
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
+from geoplan.model.space import plan_space_size
+from geoplan.solving.core import SolveOptions
+from geoplan.solving.result import Outcome, TraceRow
 
 __all__ = ["DEFAULT_MAX_SPACE", "compositions", "solve"]
 

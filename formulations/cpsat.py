@@ -32,11 +32,11 @@ from ortools.sat.python import cp_model
 
 from geoplan.cost import evaluate
 from geoplan.errors import InputError, SolverError
-from geoplan.instance import Instance
-from geoplan.plan import Plan
-from geoplan.result import Outcome, TraceRow
-from geoplan.solvers import SolveOptions
-from geoplan.validation import validate
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
+from geoplan.model.validation import validate
+from geoplan.solving.core import SolveOptions
+from geoplan.solving.result import Outcome, TraceRow
 
 __all__ = [
     "UNSOUND_SUBSOLVERS",
@@ -998,7 +998,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     uppers = list(options.warm_start)
     base: Plan | None = None
     if _flag(params, "baseline_cutoff", True):
-        from geoplan.baseline import metis_default_plan
+        from geoplan.cost.baseline import metis_default_plan
 
         base = metis_default_plan(instance)
         if base is not None:

@@ -30,10 +30,10 @@ from pyomo.common.collections import ComponentMap
 
 from geoplan.cost import evaluate
 from geoplan.errors import FormulationError, InputError
-from geoplan.instance import Instance
-from geoplan.plan import Plan
-from geoplan.result import Outcome, TraceRow
-from geoplan.solvers import SolveOptions
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
+from geoplan.solving.core import SolveOptions
+from geoplan.solving.result import Outcome, TraceRow
 
 __all__ = [
     "MilpData",
@@ -770,7 +770,7 @@ def heuristic_plans(instance: Instance) -> list[Plan]:
     all GPUs together) its k fastest GPUs with a FLOPS-proportional split over
     the baseline's ordering rules.
     """
-    from geoplan.baseline import best_order_plan, metis_default_plan
+    from geoplan.cost.baseline import best_order_plan, metis_default_plan
 
     c = instance.coefficients()
     L = instance.layers
@@ -802,7 +802,7 @@ def improve_plan(
 ) -> tuple[Plan, float] | None:
     """The best of ``plans``, then better sequences with exact splits.
 
-    Uses :class:`formulations.split.Splitter` (optimal layer split of a fixed GPU
+    Uses :class:`geoplan.cost.split.Splitter` (optimal layer split of a fixed GPU
     sequence) when available: the baseline's GPU orders for each site's k fastest
     GPUs (always, a few thousand splits at most), then until ``deadline`` a
     first-improvement local search that removes, inserts, replaces or swaps GPUs
@@ -810,10 +810,10 @@ def improve_plan(
     """
     best = _best_plan(instance, plans)
     try:
-        from formulations.split import Splitter
+        from geoplan.cost.split import Splitter
     except ImportError:  # pragma: no cover - split is part of the package
         return best
-    from geoplan.baseline import candidate_orders
+    from geoplan.cost.baseline import candidate_orders
 
     sp = Splitter(instance)
     c = instance.coefficients()

@@ -10,10 +10,10 @@ gap between them. Which exact model runs is ``params["exact"]`` (default:
 from __future__ import annotations
 
 from geoplan.errors import InputError
-from geoplan.instance import Instance
-from geoplan.result import Outcome, TraceRow
-from geoplan.solvers import SolveOptions, get_solver
-from geoplan.solvers import solve as run
+from geoplan.model.instance import Instance
+from geoplan.solving.core import SolveOptions, get_solver
+from geoplan.solving.core import solve as run
+from geoplan.solving.result import Outcome, TraceRow
 
 __all__ = ["default_exact", "solve"]
 

@@ -7,16 +7,17 @@ one validator :func:`validate`, and :func:`solve`, which runs any registered
 solver and prices its plan.
 """
 
-from geoplan.batch import BatchEvaluator, BatchResult
 from geoplan.cost import Evaluation, StageCost, evaluate, objective_value
+from geoplan.cost.batch import BatchEvaluator, BatchResult
+from geoplan.cost.coefficients import Coefficients
+from geoplan.cost.normalise import resolve_normalisers
 from geoplan.errors import FormulationError, GeoplanError, InputError, SolverError
-from geoplan.instance import Coefficients, Instance, load_instance
-from geoplan.normalise import resolve_normalisers
-from geoplan.plan import Plan, Stage, load_plan
-from geoplan.result import Outcome, SolveResult, TraceRow
-from geoplan.solvers import Callbacks, SolveOptions, available_solvers, solve
-from geoplan.space import plan_space_size
-from geoplan.validation import Violation, validate
+from geoplan.model.instance import Instance, load_instance
+from geoplan.model.plan import Plan, Stage, load_plan
+from geoplan.model.space import plan_space_size
+from geoplan.model.validation import Violation, validate
+from geoplan.solving.core import Callbacks, SolveOptions, available_solvers, solve
+from geoplan.solving.result import Outcome, SolveResult, TraceRow
 
 __version__ = "0.1.0"
 

@@ -20,7 +20,7 @@ __all__ = ["main"]
 
 
 def _instance(args: argparse.Namespace) -> Any:
-    from geoplan.instance import load_instance
+    from geoplan.model.instance import load_instance
 
     inst = load_instance(args.instance)
     if getattr(args, "lam", None) is not None:
@@ -61,7 +61,7 @@ def _param(text: str) -> tuple[str, Any]:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from geoplan.cost import evaluate
     from geoplan.display import format_evaluation
-    from geoplan.plan import load_plan
+    from geoplan.model.plan import load_plan
 
     ev = evaluate(_instance(args), load_plan(args.plan))
     if args.json:
@@ -72,8 +72,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from geoplan.plan import load_plan
-    from geoplan.validation import validate
+    from geoplan.model.plan import load_plan
+    from geoplan.model.validation import validate
 
     violations = validate(_instance(args), load_plan(args.plan))
     if args.json:
@@ -89,8 +89,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def _warm_start(value: str | None) -> Any:
     if value is None:
         return None
-    from geoplan.plan import load_plan
-    from geoplan.solvers import get_solver
+    from geoplan.model.plan import load_plan
+    from geoplan.solving.core import get_solver
 
     if Path(value).exists():
         return load_plan(value)
@@ -105,7 +105,7 @@ def _warm_start(value: str | None) -> Any:
 
 def cmd_solve(args: argparse.Namespace) -> int:
     from geoplan.display import ProgressPrinter, format_evaluation
-    from geoplan.solvers import Callbacks, solve
+    from geoplan.solving.core import Callbacks, solve
 
     inst = _instance(args)
     progress = args.progress or (not args.quiet and sys.stderr.isatty())
@@ -141,7 +141,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from geoplan.display import format_evaluation, format_plan
-    from geoplan.plan import load_plan
+    from geoplan.model.plan import load_plan
 
     plan = load_plan(args.plan)
     if args.instance:
@@ -154,7 +154,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_solvers(args: argparse.Namespace) -> int:
-    from geoplan.solvers import available_solvers
+    from geoplan.solving.core import available_solvers
 
     for s in available_solvers():
         ws = " (warm start)" if s.warm_start else ""
@@ -163,15 +163,15 @@ def cmd_solvers(args: argparse.Namespace) -> int:
 
 
 def cmd_space(args: argparse.Namespace) -> int:
-    from geoplan.space import plan_space_size
+    from geoplan.model.space import plan_space_size
 
     print(plan_space_size(args.n, args.layers))
     return 0
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from geoplan.generators import by_family
-    from geoplan.instance import Instance
+    from geoplan.model.generators import by_family
+    from geoplan.model.instance import Instance
 
     data = by_family(args.family, args.n, args.layers, args.seed)
     if args.lam is not None:

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from typing import Any, TextIO
 
 from geoplan.cost import Evaluation, objective_units
-from geoplan.plan import Plan
-from geoplan.solvers import Callbacks
+from geoplan.model.plan import Plan
+from geoplan.solving.core import Callbacks
 
 __all__ = ["ProgressPrinter", "format_evaluation", "format_plan"]
 

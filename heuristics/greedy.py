@@ -9,8 +9,8 @@ effective memory is appended (then the fastest, then the lowest index), since
 memory is what makes longer chains feasible.
 
 Each chain is split by the exact optimal split for its fixed order
-(:class:`formulations.split.Splitter`, on the instance's objective) when that
-module is importable, otherwise by :func:`geoplan.baseline.proportional_split`
+(:class:`geoplan.cost.split.Splitter`, on the instance's objective) when that
+module is importable, otherwise by :func:`geoplan.cost.baseline.proportional_split`
 (repaired to the memory caps) and priced by the batch evaluator.
 
 Parameters (``options.params``): ``split`` (``"exact"``, the default when
@@ -26,13 +26,13 @@ from typing import Any
 
 import numpy as np
 
-from geoplan.baseline import proportional_split
-from geoplan.batch import BatchEvaluator
+from geoplan.cost.baseline import proportional_split
+from geoplan.cost.batch import BatchEvaluator
 from geoplan.errors import InputError
-from geoplan.instance import Instance
-from geoplan.plan import Plan
-from geoplan.result import Outcome, TraceRow
-from geoplan.solvers import SolveOptions
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
+from geoplan.solving.core import SolveOptions
+from geoplan.solving.result import Outcome, TraceRow
 
 __all__ = ["greedy_chains", "make_splitter", "solve"]
 
@@ -42,7 +42,7 @@ SplitFn = Callable[[Sequence[int]], tuple[float, tuple[int, ...]] | None]
 
 def _exact_splitter(instance: Instance) -> SplitFn | None:
     try:
-        from formulations.split import Splitter
+        from geoplan.cost.split import Splitter
     except ImportError:
         return None
     splitter = Splitter(instance)

@@ -1,8 +1,8 @@
 """The improved Metis baseline (paper 6.2): a search over GPU subsets.
 
 For every GPU subset it considers, the Metis-default machinery of
-:mod:`geoplan.baseline` picks the stage order (fixed ordering rules) and the
-FLOPS-proportional, memory-repaired split (:func:`~geoplan.baseline.best_order_plan`);
+:mod:`geoplan.cost.baseline` picks the stage order (fixed ordering rules) and the
+FLOPS-proportional, memory-repaired split (:func:`~geoplan.cost.baseline.best_order_plan`);
 candidates are ranked by T_iter alone ("energy off"). Subsets are
 
 * every non-empty subset of at most min(N, L) GPUs when N <= ``exhaustive_max`` (7), or
@@ -27,13 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from geoplan.baseline import best_order_plan, metis_default_plan, time_only_cost
 from geoplan.cost import evaluate
+from geoplan.cost.baseline import best_order_plan, metis_default_plan, time_only_cost
 from geoplan.errors import InputError
-from geoplan.instance import Instance
-from geoplan.plan import Plan
-from geoplan.result import Outcome, TraceRow
-from geoplan.solvers import SolveOptions
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
+from geoplan.solving.core import SolveOptions
+from geoplan.solving.result import Outcome, TraceRow
 
 __all__ = ["DEFAULT_SAMPLES", "EXHAUSTIVE_MAX", "solve_metis_improved", "subset_count"]
 

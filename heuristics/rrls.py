@@ -5,7 +5,7 @@ its population (paper 5.2: Q uniform in 1..min(N, L), Q - 1 distinct cut points,
 Q distinct GPUs in random order; infeasible draws are rejected), then descend
 over five neighbourhoods until a local optimum, then restart. Each descent step
 prices the whole neighbourhood as one (K, L) chromosome batch through
-:class:`~geoplan.batch.BatchEvaluator`, on the instance's objective.
+:class:`~geoplan.cost.batch.BatchEvaluator`, on the instance's objective.
 
 Neighbourhoods of a plan with stages (g_q, n_q):
 
@@ -33,13 +33,13 @@ from typing import Any
 
 import numpy as np
 
-from geoplan.baseline import metis_default_plan
-from geoplan.batch import BatchEvaluator
+from geoplan.cost.baseline import metis_default_plan
+from geoplan.cost.batch import BatchEvaluator
 from geoplan.errors import InputError
-from geoplan.instance import Instance
-from geoplan.plan import Plan
-from geoplan.result import Outcome, TraceRow
-from geoplan.solvers import SolveOptions
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
+from geoplan.solving.core import SolveOptions
+from geoplan.solving.result import Outcome, TraceRow
 
 __all__ = ["MOVES", "RRLSParams", "neighbourhood", "random_chromosomes", "solve"]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from geoplan.instance import Instance
+from geoplan.model.instance import Instance
 
 DATA = Path(__file__).parent / "data"
 

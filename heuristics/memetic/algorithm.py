@@ -4,7 +4,7 @@ One generation: tournament-select parent pairs, best-cut crossover (one
 batch), mutate offspring no better than the population best (one batch),
 rebalance some of them by local search (one batch), drop infeasible and
 duplicate offspring, and let them replace the worst non-elite incumbents.
-Every price comes from the shared :class:`~geoplan.batch.BatchEvaluator`.
+Every price comes from the shared :class:`~geoplan.cost.batch.BatchEvaluator`.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from geoplan.batch import BatchEvaluator
+from geoplan.cost.batch import BatchEvaluator
 from geoplan.errors import InputError
-from geoplan.instance import Instance
-from geoplan.plan import Plan
-from geoplan.result import Outcome, TraceRow
-from geoplan.solvers import Callbacks, SolveOptions
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
+from geoplan.solving.core import Callbacks, SolveOptions
+from geoplan.solving.result import Outcome, TraceRow
 from heuristics.memetic.crossover import best_cut_crossover
 from heuristics.memetic.encoding import row_keys
 from heuristics.memetic.local_search import CapacityTable, local_search

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from geoplan.batch import BatchEvaluator
+from geoplan.cost.batch import BatchEvaluator
 from heuristics.memetic.encoding import boundary_mask
 
 __all__ = ["best_cut_crossover", "candidate_cuts", "crossover_pair"]

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from geoplan.batch import BatchEvaluator
-from geoplan.instance import Coefficients
+from geoplan.cost.batch import BatchEvaluator
+from geoplan.cost.coefficients import Coefficients
 from heuristics.memetic.encoding import StageForm, from_stages, to_stages
 
 __all__ = ["CapacityTable", "local_search", "rebalance"]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from geoplan.batch import FEASIBLE, BatchEvaluator
+from geoplan.cost.batch import FEASIBLE, BatchEvaluator
 from heuristics.memetic.encoding import StageForm, decode, encode, from_stages, to_stages
 
 __all__ = [

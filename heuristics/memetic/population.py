@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from geoplan.batch import FEASIBLE, INVALID, MEMORY, NO_LINK, BatchEvaluator
+from geoplan.cost.batch import FEASIBLE, INVALID, MEMORY, NO_LINK, BatchEvaluator
 
 __all__ = ["InitialPopulation", "initial_population", "sample_chromosomes"]
 

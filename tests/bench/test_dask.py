@@ -10,8 +10,8 @@ import pytest
 from bench.experiments import parse_experiment
 from bench.runner import ResultsFile, run_experiments
 from geoplan.errors import InputError
-from geoplan.instance import Instance
-from geoplan.solvers import solve
+from geoplan.model.instance import Instance
+from geoplan.solving.core import solve
 
 distributed = pytest.importorskip("distributed")
 

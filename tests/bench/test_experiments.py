@@ -18,7 +18,7 @@ from bench.experiments import (
     worst_case_seconds,
 )
 from geoplan.errors import InputError
-from geoplan.space import plan_space_size
+from geoplan.model.space import plan_space_size
 
 GOOD = """
 name = "mini"

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-import geoplan.solvers as registry
+import geoplan.solving.core as registry
 from bench.experiments import parse_experiment
 from bench.runner import ResultsFile, execute, run_experiments
 from geoplan.cost import evaluate
 from geoplan.errors import InputError
-from geoplan.instance import Instance
-from geoplan.result import Outcome
-from geoplan.solvers import SolveOptions, SolverSpec
+from geoplan.model.instance import Instance
+from geoplan.solving.core import SolveOptions, SolverSpec
+from geoplan.solving.result import Outcome
 
 INSTANCE = """
 [[instances]]
@@ -127,11 +127,11 @@ def test_rows_carry_identity_provenance_and_result(tmp_path: Path) -> None:
         inst = Instance.from_dict(data)
         assert inst.fingerprint == r["instance_hash"]
         assert "instance_hash_prepared" not in r
-        from geoplan.solvers import solve
+        from geoplan.solving.core import solve
 
         assert solve(inst, "metis-default", seed=0).instance_hash == r["instance_hash"]
         # the objective in the row is the shared evaluator's price of the row's plan
-        from geoplan.plan import Plan
+        from geoplan.model.plan import Plan
 
         assert evaluate(inst, Plan.from_dict(r["plan"])).objective == pytest.approx(
             r["objective"], rel=1e-12)
@@ -189,7 +189,7 @@ grid = { n = [2, 3] }
     assert r["status"] == "feasible" and r["normalised_by"] == "metis-default"
     inst = Instance.from_dict(json.loads((tmp_path / "instances" / r["instance_file"]
                                           ).read_text()))
-    from geoplan.baseline import metis_default_plan
+    from geoplan.cost.baseline import metis_default_plan
 
     plain = inst.with_objective(lam=1.0)
     ev = evaluate(plain, metis_default_plan(plain))
@@ -205,7 +205,7 @@ def test_execute_in_process_matches_the_solver(tmp_path: Path) -> None:
                    "row": {"solver": "metis-default", "seed": 0, "budget_s": 2.0, "threads": 1,
                            "warm_start": None, "params": {}}})
     inst = Instance.from_dict(spec.data)
-    from geoplan.solvers import solve
+    from geoplan.solving.core import solve
 
     assert row["objective"] == pytest.approx(solve(inst, "metis-default", seed=0).objective)
     assert row["status"] == "feasible" and row["elapsed_s"] >= 0

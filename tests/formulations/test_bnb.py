@@ -13,15 +13,15 @@ import pytest
 import reference_model as ref
 
 from formulations import bnb
-from formulations.split import Splitter
 from geoplan.cli import main
+from geoplan.cost.normalise import resolve_normalisers
+from geoplan.cost.split import Splitter
 from geoplan.errors import InputError
-from geoplan.generators import by_family
-from geoplan.instance import Instance
-from geoplan.normalise import resolve_normalisers
-from geoplan.plan import Plan
-from geoplan.solvers import Callbacks, SolveOptions, solve
-from geoplan.space import plan_space_size
+from geoplan.model.generators import by_family
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
+from geoplan.model.space import plan_space_size
+from geoplan.solving.core import Callbacks, SolveOptions, solve
 
 
 def _check_same(inst: Instance, threads: int = 1, **params: Any) -> tuple[float, float]:

@@ -14,11 +14,11 @@ import pytest
 from formulations import bruteforce
 from geoplan.cli import main
 from geoplan.cost import evaluate
+from geoplan.cost.normalise import resolve_normalisers
 from geoplan.errors import SolverError
-from geoplan.instance import Instance
-from geoplan.normalise import resolve_normalisers
-from geoplan.plan import Plan
-from geoplan.solvers import SolveOptions, solve
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
+from geoplan.solving.core import SolveOptions, solve
 
 
 def _scalar_optimum(inst: Instance) -> float:

@@ -12,10 +12,10 @@ import copy
 import pytest
 
 from geoplan.cost import evaluate
-from geoplan.generators import by_family
-from geoplan.instance import Instance
-from geoplan.solvers import solve
-from geoplan.space import plan_space_size
+from geoplan.model.generators import by_family
+from geoplan.model.instance import Instance
+from geoplan.model.space import plan_space_size
+from geoplan.solving.core import solve
 
 EXACT = ("bnb", "milp", "cpsat")
 

@@ -13,13 +13,13 @@ import pyomo.environ as pyo
 import pytest
 
 from formulations import milp
-from geoplan.batch import MEMORY, BatchEvaluator
 from geoplan.cost import evaluate
-from geoplan.generators import by_family
-from geoplan.instance import Instance
-from geoplan.normalise import resolve_normalisers
-from geoplan.plan import Plan
-from geoplan.solvers import Callbacks, solve
+from geoplan.cost.batch import MEMORY, BatchEvaluator
+from geoplan.cost.normalise import resolve_normalisers
+from geoplan.model.generators import by_family
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
+from geoplan.solving.core import Callbacks, solve
 
 # --------------------------------------------------------------------------- instances
 
@@ -311,7 +311,7 @@ def test_time_limit_without_incumbent_is_no_solution() -> None:
 def test_time_limit_with_incumbent_is_feasible_with_valid_bound() -> None:
     """Stopped by the limit: a priced plan (model objective checked by the core),
     a bound below it, and a trace whose bounds never pass the final incumbent."""
-    from geoplan.baseline import metis_default_plan
+    from geoplan.cost.baseline import metis_default_plan
 
     inst = Instance.from_dict(by_family("metro", 32, 32, 0))  # minutes to prove
     start = metis_default_plan(inst)

@@ -8,9 +8,9 @@ import pytest
 
 from geoplan.cli import main
 from geoplan.errors import InputError
-from geoplan.generators import by_family
-from geoplan.instance import Instance
-from geoplan.solvers import solve
+from geoplan.model.generators import by_family
+from geoplan.model.instance import Instance
+from geoplan.solving.core import solve
 
 
 @pytest.fixture(scope="module")

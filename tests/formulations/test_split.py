@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 import reference_model as ref
 
-from formulations.split import ObjectiveWeights, Splitter, optimal_split
-from geoplan.batch import BatchEvaluator
 from geoplan.cost import evaluate
+from geoplan.cost.batch import BatchEvaluator
+from geoplan.cost.normalise import resolve_normalisers
+from geoplan.cost.split import ObjectiveWeights, Splitter, optimal_split
 from geoplan.errors import InputError
-from geoplan.generators import by_family
-from geoplan.instance import Instance
-from geoplan.normalise import resolve_normalisers
-from geoplan.plan import Plan
+from geoplan.model.generators import by_family
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
 
 
 def _compositions(layers: int, parts: int) -> np.ndarray:

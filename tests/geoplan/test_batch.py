@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import reference_model as ref
 
-from geoplan.batch import FEASIBLE, INVALID, MEMORY, NO_LINK, BatchEvaluator
 from geoplan.cost import evaluate
+from geoplan.cost.batch import FEASIBLE, INVALID, MEMORY, NO_LINK, BatchEvaluator
 from geoplan.errors import InputError
-from geoplan.instance import Instance
-from geoplan.plan import Plan
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
 
 REL = 1e-9
 

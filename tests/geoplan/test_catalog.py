@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from geoplan.catalog import (
+from geoplan.errors import InputError
+from geoplan.model.catalog import (
     GPU_TYPES,
     MODEL_SHAPES,
     GPUType,
@@ -18,7 +19,6 @@ from geoplan.catalog import (
     gpu_type,
     model_shape,
 )
-from geoplan.errors import InputError
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -175,7 +175,7 @@ def test_explicit_links_win_over_network() -> None:
 
 
 def test_shorthand_loads_as_instance() -> None:
-    from geoplan.instance import Instance
+    from geoplan.model.instance import Instance
 
     inst = Instance.from_dict(_shorthand())
     assert inst.n == 3 and inst.layers == 12 and len(inst.links) == 6

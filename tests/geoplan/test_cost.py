@@ -27,8 +27,8 @@ import pytest
 
 from geoplan.cost import evaluate, objective_units, objective_value
 from geoplan.errors import InputError
-from geoplan.instance import Instance
-from geoplan.plan import Plan
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
 
 REL = 1e-12
 

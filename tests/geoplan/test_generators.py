@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from geoplan import generators as gen
-from geoplan.catalog import GPU_TYPES
 from geoplan.errors import InputError
-from geoplan.instance import Instance
+from geoplan.model import generators as gen
+from geoplan.model.catalog import GPU_TYPES
+from geoplan.model.instance import Instance
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -315,9 +315,9 @@ def test_example_shapes() -> None:
 
 
 def test_example_plan_is_feasible_and_beats_metis_default() -> None:
-    from geoplan.baseline import metis_default_plan
     from geoplan.cost import evaluate
-    from geoplan.plan import load_plan
+    from geoplan.cost.baseline import metis_default_plan
+    from geoplan.model.plan import load_plan
 
     inst = Instance.from_dict(json.loads((EXAMPLES / "three-site.json").read_text()))
     plan = load_plan(EXAMPLES / "three-site.plan.json")

@@ -13,7 +13,7 @@ import pytest
 import reference_model as ref
 
 from geoplan.errors import InputError
-from geoplan.instance import Instance, load_instance
+from geoplan.model.instance import Instance, load_instance
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 

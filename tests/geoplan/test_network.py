@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from geoplan.errors import InputError
-from geoplan.network import (
+from geoplan.model.network import (
     AWS_REGIONS,
     DTFM_AWS_LINKS,
     REVERSE_BANDWIDTH_FACTOR,

@@ -8,11 +8,11 @@ import random
 import pytest
 import reference_model as ref
 
-from geoplan.baseline import metis_default_plan
 from geoplan.cost import evaluate
+from geoplan.cost.baseline import metis_default_plan
+from geoplan.cost.normalise import baseline_normalisers, resolve_normalisers
 from geoplan.errors import InputError
-from geoplan.instance import Instance
-from geoplan.normalise import baseline_normalisers, resolve_normalisers
+from geoplan.model.instance import Instance
 
 
 def fresh(d: dict, lam: float, t_ref: float | None = None, e_ref: float | None = None

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from geoplan.errors import InputError
-from geoplan.instance import Instance
-from geoplan.plan import Plan, Stage, load_plan
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan, Stage, load_plan
 
 
 def test_from_dict_and_back() -> None:

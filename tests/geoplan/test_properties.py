@@ -17,10 +17,10 @@ import reference_model as ref
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from geoplan.batch import BatchEvaluator
 from geoplan.cost import Evaluation, evaluate
-from geoplan.instance import Instance
-from geoplan.plan import Plan
+from geoplan.cost.batch import BatchEvaluator
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
 
 SEEDS = st.integers(min_value=0, max_value=2**32 - 1)
 PROFILE = settings(max_examples=120, deadline=None,

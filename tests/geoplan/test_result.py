@@ -13,10 +13,10 @@ import pytest
 
 from geoplan.cost import evaluate
 from geoplan.errors import FormulationError, SolverError
-from geoplan.instance import Instance
-from geoplan.plan import Plan
-from geoplan.result import Outcome, SolveResult, TraceRow
-from geoplan.solvers import finish, solve
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
+from geoplan.solving.core import finish, solve
+from geoplan.solving.result import Outcome, SolveResult, TraceRow
 
 SOLVE_KEYS = {"solver", "status", "plan", "objective", "t_iter_ms", "e_iter_j", "lower_bound",
               "gap", "wall_s", "t_ref_ms", "e_ref_j", "trace"}

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import reference_model as ref
 
-from geoplan.batch import INVALID, BatchEvaluator
-from geoplan.instance import Instance
-from geoplan.plan import Plan
-from geoplan.space import plan_space_size
+from geoplan.cost.batch import INVALID, BatchEvaluator
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
+from geoplan.model.space import plan_space_size
 
 
 @pytest.mark.parametrize(

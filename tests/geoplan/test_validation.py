@@ -13,9 +13,9 @@ import pytest
 import reference_model as ref
 
 from geoplan.errors import InputError
-from geoplan.instance import Instance
-from geoplan.plan import Plan
-from geoplan.validation import KINDS, Violation, validate
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
+from geoplan.model.validation import KINDS, Violation, validate
 
 
 def kinds(vs: list[Violation]) -> list[str]:

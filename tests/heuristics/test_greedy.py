@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 
 import heuristics.greedy as greedy
-from geoplan.baseline import proportional_split
-from geoplan.batch import BatchEvaluator
 from geoplan.cost import evaluate
+from geoplan.cost.baseline import proportional_split
+from geoplan.cost.batch import BatchEvaluator
 from geoplan.errors import InputError
-from geoplan.generators import by_family
-from geoplan.instance import Instance
-from geoplan.plan import Plan
-from geoplan.result import Outcome
-from geoplan.solvers import SolveOptions, solve
+from geoplan.model.generators import by_family
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
+from geoplan.solving.core import SolveOptions, solve
+from geoplan.solving.result import Outcome
 
 
 def generated(family: str, n: int, layers: int, seed: int, **kw: Any) -> Instance:

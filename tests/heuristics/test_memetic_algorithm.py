@@ -10,15 +10,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from geoplan import solvers
 from geoplan.cli import main as cli_main
 from geoplan.cost import evaluate
 from geoplan.errors import InputError
-from geoplan.generators import by_family
-from geoplan.instance import Instance
-from geoplan.plan import Plan
-from geoplan.result import Outcome
-from geoplan.solvers import Callbacks, SolverSpec, solve
+from geoplan.model.generators import by_family
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
+from geoplan.solving import core as solvers
+from geoplan.solving.core import Callbacks, SolverSpec, solve
+from geoplan.solving.result import Outcome
 from heuristics.memetic import MemeticParams, run_memetic
 from heuristics.memetic.stop import TargetObjective
 

@@ -6,11 +6,11 @@ from typing import Any
 
 import numpy as np
 
-from geoplan.batch import BatchEvaluator
 from geoplan.cost import evaluate
-from geoplan.generators import by_family
-from geoplan.instance import Instance
-from geoplan.plan import Plan
+from geoplan.cost.batch import BatchEvaluator
+from geoplan.model.generators import by_family
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
 from heuristics.memetic.crossover import best_cut_crossover, candidate_cuts, crossover_pair
 from heuristics.memetic.encoding import boundaries, is_valid
 from heuristics.memetic.population import initial_population

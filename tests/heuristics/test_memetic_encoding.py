@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from geoplan.plan import Plan
+from geoplan.model.plan import Plan
 from heuristics.memetic.encoding import (
     boundaries,
     boundary_mask,

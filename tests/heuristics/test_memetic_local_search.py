@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from geoplan.batch import BatchEvaluator
-from geoplan.generators import by_family
-from geoplan.instance import Instance
+from geoplan.cost.batch import BatchEvaluator
+from geoplan.model.generators import by_family
+from geoplan.model.instance import Instance
 from heuristics.memetic.encoding import StageForm, encode, from_stages, to_stages
 from heuristics.memetic.local_search import CapacityTable, local_search, rebalance
 from heuristics.memetic.population import initial_population

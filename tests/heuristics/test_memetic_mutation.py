@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from geoplan.batch import BatchEvaluator
-from geoplan.instance import Instance
+from geoplan.cost.batch import BatchEvaluator
+from geoplan.model.instance import Instance
 from heuristics.memetic.encoding import decode, is_valid, to_stages
 from heuristics.memetic.mutation import (
     REASSIGN,

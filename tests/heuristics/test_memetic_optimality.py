@@ -14,12 +14,12 @@ import itertools
 import numpy as np
 import pytest
 
-from geoplan.batch import BatchEvaluator
 from geoplan.cost import evaluate
-from geoplan.generators import by_family
-from geoplan.instance import Instance
-from geoplan.plan import Plan
-from geoplan.space import plan_space_size
+from geoplan.cost.batch import BatchEvaluator
+from geoplan.model.generators import by_family
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
+from geoplan.model.space import plan_space_size
 from heuristics.memetic import MemeticParams, run_memetic
 from heuristics.memetic.stop import TargetObjective
 

@@ -6,10 +6,10 @@ from typing import Any
 
 import numpy as np
 
-from geoplan.batch import BatchEvaluator
 from geoplan.cost import evaluate
-from geoplan.instance import Instance
-from geoplan.plan import Plan
+from geoplan.cost.batch import BatchEvaluator
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
 from heuristics.memetic.encoding import decode, is_valid
 from heuristics.memetic.population import initial_population, sample_chromosomes
 

@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 
 import heuristics.metis as metis
-from geoplan.baseline import metis_default_plan
 from geoplan.cli import main
 from geoplan.cost import evaluate
+from geoplan.cost.baseline import metis_default_plan
 from geoplan.errors import InputError
-from geoplan.generators import by_family
-from geoplan.instance import Instance
-from geoplan.plan import Plan
-from geoplan.solvers import SolveOptions, solve
+from geoplan.model.generators import by_family
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
+from geoplan.solving.core import SolveOptions, solve
 
 SOLVE_KEYS = {"solver", "status", "plan", "objective", "t_iter_ms", "e_iter_j", "lower_bound",
               "gap", "wall_s", "t_ref_ms", "e_ref_j", "trace"}

@@ -8,15 +8,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from geoplan.baseline import metis_default_plan
-from geoplan.batch import BatchEvaluator
 from geoplan.cost import evaluate
+from geoplan.cost.baseline import metis_default_plan
+from geoplan.cost.batch import BatchEvaluator
 from geoplan.errors import InputError
-from geoplan.generators import by_family
-from geoplan.instance import Instance
-from geoplan.plan import Plan
-from geoplan.result import Outcome
-from geoplan.solvers import Callbacks, SolveOptions, solve
+from geoplan.model.generators import by_family
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
+from geoplan.solving.core import Callbacks, SolveOptions, solve
+from geoplan.solving.result import Outcome
 from heuristics import rrls
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from numba import njit, prange
 
 from geoplan.errors import InputError
-from geoplan.instance import Instance
+from geoplan.model.instance import Instance
 
 __all__ = [
     "FEASIBLE",
@@ -160,7 +160,7 @@ class BatchEvaluator:
         micro_batch_size: int | None = None,
         parallel_threshold: int = 65536,
     ) -> None:
-        from geoplan.normalise import resolve_normalisers
+        from geoplan.cost.normalise import resolve_normalisers
 
         self.instance = resolve_normalisers(instance)
         c = self.instance.coefficients(micro_batch_size)

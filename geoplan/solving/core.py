@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from geoplan.cost import evaluate
+from geoplan.cost.normalise import resolve_normalisers
 from geoplan.errors import FormulationError, InputError, SolverError
-from geoplan.instance import Instance
-from geoplan.normalise import resolve_normalisers
-from geoplan.plan import Plan
-from geoplan.result import STATUSES, Outcome, SolveResult, TraceRow
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
+from geoplan.solving.result import STATUSES, Outcome, SolveResult, TraceRow
 
 __all__ = [
     "Callbacks",
@@ -124,7 +124,7 @@ def register(spec: SolverSpec) -> None:
 
 
 for _spec in (
-    SolverSpec("metis-default", "geoplan.baseline:solve_metis_default", "baseline",
+    SolverSpec("metis-default", "geoplan.cost.baseline:solve_metis_default", "baseline",
                "Metis default: every usable GPU, FLOPS-proportional split, rule-based order"),
     SolverSpec("metis-improved", "heuristics.metis:solve_metis_improved", "baseline",
                "Metis improved: GPU subsets (exhaustive up to 7, sampled beyond)"),

@@ -24,11 +24,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from geoplan.instance import Coefficients, Instance
-from geoplan.plan import Plan
+from geoplan.cost.coefficients import Coefficients
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
 
 if TYPE_CHECKING:
-    from geoplan.result import Outcome
+    from geoplan.solving.result import Outcome
 
 __all__ = [
     "best_order_plan",
@@ -168,7 +169,7 @@ def metis_default_plan(instance: Instance) -> Plan | None:
 
 def solve_metis_default(instance: Instance, options: object) -> Outcome:
     """Registered solver ``metis-default`` (deterministic; ignores seed and budget)."""
-    from geoplan.result import Outcome
+    from geoplan.solving.result import Outcome
 
     plan = metis_default_plan(instance)
     if plan is None:

@@ -1,14 +1,14 @@
 """Default objective normalisers T_ref / E_ref (cost-model.md, Objective).
 
 Where the instance gives none, they are T_iter and E_iter of the deterministic
-Metis-default plan (:mod:`geoplan.baseline`), which ranks by time alone and so
+Metis-default plan (:mod:`geoplan.cost.baseline`), which ranks by time alone and so
 does not depend on lambda: a lambda sweep shares one pair of normalisers.
 """
 
 from __future__ import annotations
 
 from geoplan.errors import InputError
-from geoplan.instance import Instance
+from geoplan.model.instance import Instance
 
 __all__ = ["baseline_normalisers", "resolve_normalisers"]
 
@@ -18,8 +18,8 @@ def baseline_normalisers(instance: Instance) -> tuple[float, float]:
     cached = instance.__dict__.get("_baseline_refs")
     if cached is not None:
         return cached
-    from geoplan.baseline import metis_default_plan
     from geoplan.cost import evaluate
+    from geoplan.cost.baseline import metis_default_plan
 
     plan = metis_default_plan(instance)
     if plan is None:

@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from geoplan.catalog import gpu_type
 from geoplan.errors import InputError
-from geoplan.network import expand_network, site_label, three_site
+from geoplan.model.catalog import gpu_type
+from geoplan.model.network import expand_network, site_label, three_site
 
 __all__ = [
     "CLOUD_MIX",
@@ -217,7 +217,7 @@ def memory_feasible(
     Q GPUs with the most effective memory are best; one of them, tried in turn,
     is the last stage. Exact for complete networks.
     """
-    from geoplan.instance import memory_admits_pipeline
+    from geoplan.cost.coefficients import memory_admits_pipeline
 
     h, t, v = model["hidden"], model["seq_len"], model["vocab"]
     kappa = training.get("bytes_per_value", 2)
@@ -536,7 +536,7 @@ def three_site_instance(
     lam: float = 1.0,
     name: str | None = None,
 ) -> dict[str, Any]:
-    """The three-site topology of GeoTrain 6.6 (network: :func:`geoplan.network.three_site`).
+    """The three-site topology of GeoTrain 6.6 (network: :func:`geoplan.model.network.three_site`).
 
     Site A holds the weakest GPUs (A30), B A100 PCIe, C A100 SXM by default. Compute
     fractions in (0.2, 0.3) stand for MIG-like slices (about 2/7 of a GPU) and keep

@@ -1,7 +1,7 @@
 """One result type for every solver, and the outcome a solver hands back.
 
 A solver returns an :class:`Outcome` (its plan, status, proven bound, trace and
-its model's own objective). :func:`geoplan.solvers.solve` prices the plan with
+its model's own objective). :func:`geoplan.solving.core.solve` prices the plan with
 the shared evaluator, checks the model's objective and bound against that
 price, and builds the :class:`SolveResult` users see. No solver states its own
 final cost.
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from geoplan.plan import Plan
+from geoplan.model.plan import Plan
 
 __all__ = ["STATUSES", "Outcome", "SolveResult", "TraceRow"]
 

@@ -2,8 +2,8 @@
 
 :func:`evaluate` explains one plan (per-stage compute, both communication
 terms, tau, memory against its limit, T_iter, E_iter, objective, violations).
-:mod:`geoplan.batch` prices whole populations of chromosomes at once; a test
-pins the two together. Both read the same :class:`~geoplan.instance.Coefficients`.
+:mod:`geoplan.cost.batch` prices whole populations of chromosomes at once; a test
+pins the two together. Both read the same :class:`~geoplan.model.instance.Coefficients`.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from geoplan.instance import Instance
-from geoplan.plan import Plan
-from geoplan.validation import Violation, validate
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
+from geoplan.model.validation import Violation, validate
 
 __all__ = ["Evaluation", "StageCost", "evaluate", "objective_units", "objective_value"]
 
@@ -88,7 +88,7 @@ def objective_units(lam: float) -> str:
 def objective_value(instance: Instance, t_iter_ms: float, e_iter_j: float) -> float:
     """Eq. 16: T_iter alone (ms) at lambda=1, E_iter alone (J) at lambda=0, else the mix.
 
-    Normalisers must be resolved first (:func:`geoplan.normalise.resolve_normalisers`).
+    Normalisers must be resolved first (:func:`geoplan.cost.normalise.resolve_normalisers`).
     """
     o = instance.objective
     if o.lam == 1.0:
@@ -107,7 +107,7 @@ def evaluate(instance: Instance, plan: Plan) -> Evaluation:
     their violations; a missing link makes its communication time infinite.
     Unknown GPU ids raise :class:`~geoplan.errors.InputError`.
     """
-    from geoplan.normalise import resolve_normalisers
+    from geoplan.cost.normalise import resolve_normalisers
 
     instance = resolve_normalisers(instance)
     violations = tuple(validate(instance, plan))

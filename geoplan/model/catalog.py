@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from geoplan.errors import InputError
-from geoplan.network import expand_network
+from geoplan.model.network import expand_network
 
 __all__ = [
     "GPU_TYPES",
@@ -234,7 +234,7 @@ def expand_instance_dict(d: Mapping[str, Any]) -> dict[str, Any]:
       missing them whose type is unknown raises an ``InputError``;
     * ``"model": {"preset": NAME, ...}`` takes layers, hidden, seq_len and vocab from
       the catalog, explicit keys overriding them;
-    * a ``"network"`` key (the sites shorthand of :mod:`geoplan.network`) becomes
+    * a ``"network"`` key (the sites shorthand of :mod:`geoplan.model.network`) becomes
       directed ``links``; explicit ``links`` are kept and win over generated ones
       for the same ``(src, dst)``.
 

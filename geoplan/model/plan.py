@@ -19,7 +19,7 @@ import numpy as np
 from geoplan.errors import InputError
 
 if TYPE_CHECKING:
-    from geoplan.instance import Instance
+    from geoplan.model.instance import Instance
 
 __all__ = ["Plan", "Stage", "load_plan"]
 
@@ -155,7 +155,7 @@ class Plan:
 
 def load_plan(path: str | Path) -> Plan:
     """Load a plan JSON file (a solve-result JSON with a ``plan`` key is accepted too)."""
-    from geoplan.instance import read_json
+    from geoplan.model.instance import read_json
 
     data = read_json(path, "plan")
     if isinstance(data, Mapping) and "stages" not in data and isinstance(data.get("plan"), Mapping):

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from geoplan.instance import Instance
-from geoplan.plan import Plan
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
 
 __all__ = ["Violation", "validate"]
 

@@ -36,10 +36,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numba import njit
 
-from geoplan.instance import Coefficients, Instance
+from geoplan.cost.coefficients import Coefficients
+from geoplan.model.instance import Instance
 
 if TYPE_CHECKING:
-    from geoplan.plan import Plan
+    from geoplan.model.plan import Plan
 
 __all__ = ["ObjectiveWeights", "SplitResult", "Splitter", "optimal_split"]
 
@@ -82,7 +83,7 @@ class ObjectiveWeights:
         """From ``instance.objective`` (normalisers resolved if lambda needs them)."""
         o = instance.objective
         if 0.0 < o.lam < 1.0 and (o.t_ref_ms is None or o.e_ref_j is None):
-            from geoplan.normalise import resolve_normalisers
+            from geoplan.cost.normalise import resolve_normalisers
 
             o = resolve_normalisers(instance).objective
         return cls.from_lambda(o.lam, o.t_ref_ms, o.e_ref_j)
@@ -99,7 +100,7 @@ class SplitResult:
     e_iter_j: float
 
     def to_plan(self, instance: Instance, micro_batch_size: int | None = None) -> Plan:
-        from geoplan.plan import Plan
+        from geoplan.model.plan import Plan
 
         return Plan.from_indices(instance, self.gpus, self.counts, micro_batch_size)
 
