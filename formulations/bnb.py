@@ -33,7 +33,8 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from geoplan.cost.split import Splitter, _link_floors, _prefix_bound, _price, _split
+from geoplan.cost.kernel import price_stages
+from geoplan.cost.split import Splitter, link_floors, prefix_bound, split_sequence
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
 from geoplan.solving.core import SolveOptions
@@ -119,8 +120,8 @@ def dominance(sp: Splitter) -> np.ndarray:
 
 @njit(cache=True)
 def _expand(p, path, used, domcnt, succ, prev_cls, forced, lf, cand, cbound, nch, ptr, inc,
-            factor, pruned, floor, qmax, L, comp, comm, idle_w, active_w, capmid, mb, a, b, fs,
-            js):  # pragma: no cover - compiled
+            factor, pruned, floor, qmax, L, comp, comm, overhead, idle_w, active_w, capmid, mb, a,
+            b, fs, js):  # pragma: no cover - compiled
     """Children of the prefix ``path[:p]`` with their bounds, sorted, into level ``p``.
 
     ``floor`` is a bound valid for every extension of the prefix (its own
@@ -130,7 +131,7 @@ def _expand(p, path, used, domcnt, succ, prev_cls, forced, lf, cand, cbound, nch
     thresh = inc[0] * factor
     last = path[p - 1] if p > 0 else -1
     # Every child's S (its unused GPUs plus itself) is this prefix's unused set.
-    _link_floors(used, -1, comm, lf)
+    link_floors(used, -1, comm, lf)
     m = 0
     for j in range(n):
         if used[j]:
@@ -143,8 +144,8 @@ def _expand(p, path, used, domcnt, succ, prev_cls, forced, lf, cand, cbound, nch
             forced[i] = (not used[i]) and i != j and (domcnt[i] > 0 or succ[i, j])
         path[p] = j
         used[j] = True
-        bnd = _prefix_bound(path, p + 1, used, forced, False, lf, qmax, L, comp, comm, idle_w,
-                            active_w, capmid, mb, a, b, fs, js)
+        bnd = prefix_bound(path, p + 1, used, forced, False, lf, qmax, L, comp, comm, overhead,
+                           idle_w, active_w, capmid, mb, a, b, fs, js)
         used[j] = False
         if bnd < floor:
             bnd = floor
@@ -166,9 +167,9 @@ def _expand(p, path, used, domcnt, succ, prev_cls, forced, lf, cand, cbound, nch
 
 @njit(cache=True, nogil=True)
 def _dfs(lvl, path, used, domcnt, succ, prev_cls, forced, lf, cand, cbound, nch, ptr, inc, inc_seq,
-         inc_cnt, inc_q, pruned, stats, budget, factor, qmax, L, comp, comm, idle_w, active_w,
-         capmid, caplast, mem_per, mem_last, mem_cap, mb, a, b, mode, lam, t_ref,
-         e_ref, fs, js):  # pragma: no cover - compiled
+         inc_cnt, inc_q, pruned, stats, budget, factor, qmax, L, comp, comm, overhead, idle_w,
+         active_w, capmid, caplast, dyn_w, mem_w, mem_a, mem_last, mem_cap, mb, a, b, mode, lam,
+         t_ref, e_ref, fs, js):  # pragma: no cover - compiled
     """Resume the depth-first search for at most ``budget`` nodes.
 
     Returns _DONE (tree exhausted), _BUDGET, or _IMPROVED (new incumbent).
@@ -217,12 +218,13 @@ def _dfs(lvl, path, used, domcnt, succ, prev_cls, forced, lf, cand, cbound, nch,
         improved = False
         if n_forced == 0:
             stats[1] += 1
-            val = _split(path, p, L, comp, comm, idle_w, active_w, capmid, caplast, mb, a, b,
-                         fs, js)
+            val = split_sequence(path, p, L, comp, comm, overhead, idle_w, active_w, capmid,
+                                 caplast, mb, a, b, fs, js)
             if val < inc[0]:
                 counts = js[4]
-                obj, _t, _e = _price(path, counts, p, comp, comm, idle_w, active_w, mem_per,
-                                     mem_last, mem_cap, mb, mode, lam, t_ref, e_ref)
+                _s, _t, _e, obj = price_stages(path, counts, p, comp, comm, overhead, idle_w,
+                                               dyn_w, mem_w, mem_a, mem_last, mem_cap, mb, mode,
+                                               lam, t_ref, e_ref)
                 if obj < inc[0]:
                     inc[0] = obj
                     inc_q[0] = p
@@ -231,14 +233,14 @@ def _dfs(lvl, path, used, domcnt, succ, prev_cls, forced, lf, cand, cbound, nch,
                         inc_cnt[s] = counts[s]
                     improved = True
         if p < qmax:
-            _link_floors(used, path[p - 1], comm, lf)
-            ext = _prefix_bound(path, p, used, forced, True, lf, qmax, L, comp, comm, idle_w,
-                                active_w, capmid, mb, a, b, fs, js)
+            link_floors(used, path[p - 1], comm, lf)
+            ext = prefix_bound(path, p, used, forced, True, lf, qmax, L, comp, comm, overhead,
+                               idle_w, active_w, capmid, mb, a, b, fs, js)
             if ext < inc[0] * factor:
                 stats[2] += 1
                 _expand(p, path, used, domcnt, succ, prev_cls, forced, lf, cand, cbound, nch, ptr,
-                        inc, factor, pruned, ext, qmax, L, comp, comm, idle_w, active_w, capmid,
-                        mb, a, b, fs, js)
+                        inc, factor, pruned, ext, qmax, L, comp, comm, overhead, idle_w, active_w,
+                        capmid, mb, a, b, fs, js)
             elif ext < inc[0] and ext < pruned[0]:
                 pruned[0] = ext
         if improved:
@@ -287,7 +289,7 @@ class _Search:
 
     def _common(self) -> tuple:
         sp = self.sp
-        return (sp.qmax, sp.layers, sp.comp, sp.comm, sp.idle_w, sp.active_w)
+        return (sp.qmax, sp.layers, sp.comp, sp.comm, sp.overhead, sp.idle_w, sp.active_w)
 
     def root(self) -> None:
         sp = self.sp
@@ -302,8 +304,10 @@ class _Search:
         return int(_dfs(self.lvl, self.path, self.used, self.domcnt, self.succ, self.prev_cls,
                         self.forced, self.lf, self.cand, self.cbound, self.nch, self.ptr, self.inc,
                         self.inc_seq, self.inc_cnt, self.inc_q, self.pruned, self.stats, budget,
-                        self.factor, *self._common(), sp.capmid, sp.caplast, sp.mem_per,
-                        sp.c_mem_last, sp.mem_cap, sp.mb, w.a, w.b, w.mode, w.lam, w.t_ref, w.e_ref,
+                        self.factor, *self._common(), sp.capmid, sp.caplast, sp.dyn_w,
+                        float(sp.coefficients.mem_w), float(sp.coefficients.mem_a),
+                        sp.c_mem_last, sp.mem_cap, sp.mb, w.a, w.b, w.mode, w.lam, w.t_ref,
+                        w.e_ref,
                         *self.scratch))
 
     def adopt(self, prefix: np.ndarray, child: int, bound: float, incumbent: float) -> None:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from geoplan.cost import kernel
 from geoplan.cost.coefficients import Coefficients
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
@@ -79,22 +80,14 @@ def proportional_split(
 def time_only_cost(c: Coefficients, gpus: Sequence[int], counts: Sequence[int]) -> float:
     """T_iter (ms) of a stage list, inf if a link is missing or memory is exceeded.
 
-    Metis ranks candidates by time alone ("energy off"); the final plan is
-    still priced by :func:`geoplan.cost.evaluate`.
+    Metis ranks candidates by time alone ("energy off"): the kernel's price at
+    lambda = 1. The final plan is still priced by :func:`geoplan.cost.evaluate`.
     """
-    q_count = len(gpus)
-    g = np.asarray(gpus)
-    n = np.asarray(counts, dtype=float)
-    tau = n * c.comp_ms[g]
-    if q_count > 1:
-        tau[:-1] += c.comm_ms[g[:-1], g[1:]]
-        tau[1:] += c.comm_ms[g[1:], g[:-1]]
-    per = c.per_layer_bytes(q_count)
-    mem = n * per
-    mem[-1] += c.mem_last
-    if np.any(mem > c.mem_cap[g]) or not np.all(np.isfinite(tau)):
-        return float("inf")
-    return float(tau.sum() + (c.micro_batches - 1) * tau.max())
+    g = np.asarray(gpus, dtype=np.int64)
+    n = np.asarray(counts, dtype=np.int64)
+    _, _, _, obj = kernel.price_stages_compiled(g, n, len(g), *c.kernel_args,
+                                                kernel.MODE_TIME, 1.0, 1.0, 1.0)
+    return float(obj)
 
 
 def candidate_orders(c: Coefficients, gpus: Sequence[int], sites: Sequence[str | None]) -> list[

@@ -1,8 +1,8 @@
 """Batch evaluator: prices a whole population of chromosomes at once.
 
 A compiled (numba) kernel decodes each chromosome ``[x_1..x_L]`` by one linear
-scan and prices it with exactly the arithmetic of :func:`geoplan.cost.evaluate`
-(same operations, same order), so the two agree to rounding; a test pins them
+scan and prices it with :func:`geoplan.cost.kernel.price_stages`, the function
+the scalar evaluator calls, so the two agree to the bit; a test pins them
 together on thousands of random plans. Infeasible rows get an infinite
 objective and a status code saying why.
 """
@@ -14,6 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
+from geoplan.cost.kernel import FEASIBLE, INVALID, MEMORY, NO_LINK, price_stages
+from geoplan.cost.normalise import resolve_normalisers
+from geoplan.cost.weights import ObjectiveWeights
 from geoplan.errors import InputError
 from geoplan.model.instance import Instance
 
@@ -26,59 +29,24 @@ __all__ = [
     "BatchResult",
 ]
 
-FEASIBLE = 0
-INVALID = 1  # a GPU index out of range, or a GPU's layers not contiguous
-NO_LINK = 2  # two consecutive stages lack a link in one direction
-MEMORY = 3  # a stage exceeds its GPU's effective memory
-
-_MODE_TIME, _MODE_ENERGY, _MODE_MIX = 0, 1, 2
 
 
 @njit(cache=True, inline="always")
-def _price(gpus, counts, q, comp, comm, idle_w, dyn_w, mem_w, mem_a, mem_last, mem_cap, mb,
-           mode, lam, t_ref, e_ref, out, row):  # pragma: no cover - compiled
-    sum_tau = 0.0
-    max_tau = 0.0
-    idle = 0.0
-    active_ms_w = 0.0
-    per = mem_w + (q + 1) * mem_a
-    status = FEASIBLE
-    for s in range(q):
-        g = gpus[s]
-        n = counts[s]
-        c = n * comp[g]
-        fwd = comm[g, gpus[s + 1]] if s + 1 < q else 0.0
-        bwd = comm[g, gpus[s - 1]] if s > 0 else 0.0
-        tau = c + fwd + bwd
-        sum_tau += tau
-        if tau > max_tau:
-            max_tau = tau
-        idle += idle_w[g]
-        active_ms_w += dyn_w[g] * c
-        mem = n * per + (mem_last if s == q - 1 else 0.0)
-        if mem > mem_cap[g] and status == FEASIBLE:
-            status = MEMORY
-    # M = 1 has no steady phase; skipping the product keeps a missing link at inf, not 0*inf=nan.
-    t_iter = sum_tau + (mb - 1) * max_tau if mb > 1 else sum_tau
-    e_iter = t_iter / 1e3 * idle + mb * active_ms_w / 1e3
-    if not np.isfinite(sum_tau):
-        status = NO_LINK
+def _price(gpus, counts, q, comp, comm, overhead, idle_w, dyn_w, mem_w, mem_a, mem_last, mem_cap,
+           mb, mode, lam, t_ref, e_ref, out, row):  # pragma: no cover - compiled
+    status, t_iter, e_iter, obj = price_stages(gpus, counts, q, comp, comm, overhead, idle_w,
+                                               dyn_w, mem_w, mem_a, mem_last, mem_cap, mb,
+                                               mode, lam, t_ref, e_ref)
     out[0, row] = t_iter
     out[1, row] = e_iter
-    if status != FEASIBLE:
-        out[2, row] = np.inf
-    elif mode == _MODE_TIME:
-        out[2, row] = t_iter
-    elif mode == _MODE_ENERGY:
-        out[2, row] = e_iter
-    else:
-        out[2, row] = lam * t_iter / t_ref + (1.0 - lam) * e_iter / e_ref
+    out[2, row] = obj
     return status
 
 
 @njit(cache=True)
-def _chromosome_rows(X, start, stop, n_gpus, comp, comm, idle_w, dyn_w, mem_w, mem_a, mem_last,
-                     mem_cap, mb, mode, lam, t_ref, e_ref, out, status):  # pragma: no cover
+def _chromosome_rows(X, start, stop, n_gpus, comp, comm, overhead, idle_w, dyn_w, mem_w, mem_a,
+                     mem_last, mem_cap, mb, mode, lam, t_ref, e_ref, out,
+                     status):  # pragma: no cover - compiled
     L = X.shape[1]
     gpus = np.empty(L, np.int64)
     counts = np.empty(L, np.int64)
@@ -107,29 +75,30 @@ def _chromosome_rows(X, start, stop, n_gpus, comp, comm, idle_w, dyn_w, mem_w, m
             out[2, p] = np.inf
             status[p] = INVALID
         else:
-            status[p] = _price(gpus, counts, q, comp, comm, idle_w, dyn_w, mem_w, mem_a,
+            status[p] = _price(gpus, counts, q, comp, comm, overhead, idle_w, dyn_w, mem_w, mem_a,
                                mem_last, mem_cap, mb, mode, lam, t_ref, e_ref, out, p)
 
 
 @njit(cache=True, parallel=True)
-def _chromosomes_parallel(X, chunks, n_gpus, comp, comm, idle_w, dyn_w, mem_w, mem_a, mem_last,
-                          mem_cap, mb, mode, lam, t_ref, e_ref, out, status):  # pragma: no cover
+def _chromosomes_parallel(X, chunks, n_gpus, comp, comm, overhead, idle_w, dyn_w, mem_w, mem_a,
+                          mem_last, mem_cap, mb, mode, lam, t_ref, e_ref, out,
+                          status):  # pragma: no cover - compiled
     P = X.shape[0]
     size = (P + chunks - 1) // chunks
     for k in prange(chunks):
         start = k * size
         stop = min(P, start + size)
         if start < stop:
-            _chromosome_rows(X, start, stop, n_gpus, comp, comm, idle_w, dyn_w, mem_w, mem_a,
-                             mem_last, mem_cap, mb, mode, lam, t_ref, e_ref, out, status)
+            _chromosome_rows(X, start, stop, n_gpus, comp, comm, overhead, idle_w, dyn_w, mem_w,
+                             mem_a, mem_last, mem_cap, mb, mode, lam, t_ref, e_ref, out, status)
 
 
 @njit(cache=True)
-def _stage_rows(G, C, Q, comp, comm, idle_w, dyn_w, mem_w, mem_a, mem_last, mem_cap, mb, mode,
-                lam, t_ref, e_ref, out, status):  # pragma: no cover - compiled
+def _stage_rows(G, C, Q, comp, comm, overhead, idle_w, dyn_w, mem_w, mem_a, mem_last, mem_cap, mb,
+                mode, lam, t_ref, e_ref, out, status):  # pragma: no cover - compiled
     for p in range(G.shape[0]):
-        status[p] = _price(G[p], C[p], Q[p], comp, comm, idle_w, dyn_w, mem_w, mem_a, mem_last,
-                           mem_cap, mb, mode, lam, t_ref, e_ref, out, p)
+        status[p] = _price(G[p], C[p], Q[p], comp, comm, overhead, idle_w, dyn_w, mem_w, mem_a,
+                           mem_last, mem_cap, mb, mode, lam, t_ref, e_ref, out, p)
 
 
 @dataclass(frozen=True)
@@ -160,8 +129,6 @@ class BatchEvaluator:
         micro_batch_size: int | None = None,
         parallel_threshold: int = 65536,
     ) -> None:
-        from geoplan.cost.normalise import resolve_normalisers
-
         self.instance = resolve_normalisers(instance)
         c = self.instance.coefficients(micro_batch_size)
         if self.instance.training.batch_size % c.u:
@@ -173,27 +140,12 @@ class BatchEvaluator:
                 f"batch_size={self.instance.training.batch_size} is not divisible by it",
             )
         self.coefficients = c
-        o = self.instance.objective
-        if o.lam == 1.0:
-            mode, t_ref, e_ref = _MODE_TIME, 1.0, 1.0
-        elif o.lam == 0.0:
-            mode, t_ref, e_ref = _MODE_ENERGY, 1.0, 1.0
-        else:
-            mode, t_ref, e_ref = _MODE_MIX, float(o.t_ref_ms), float(o.e_ref_j)
+        self.weights = ObjectiveWeights.from_instance(self.instance)
+        mode, lam, t_ref, e_ref = self.weights.args
         self._args = (
-            np.ascontiguousarray(c.comp_ms, dtype=np.float64),
-            np.ascontiguousarray(c.comm_ms, dtype=np.float64),
-            np.ascontiguousarray(c.idle_w, dtype=np.float64),
-            np.ascontiguousarray(c.active_w - c.idle_w, dtype=np.float64),
-            float(c.mem_w),
-            float(c.mem_a),
-            float(c.mem_last),
-            np.ascontiguousarray(c.mem_cap, dtype=np.float64),
-            float(c.micro_batches),
-            mode,
-            float(o.lam),
-            t_ref,
-            e_ref,
+            *(np.ascontiguousarray(x, dtype=np.float64) if isinstance(x, np.ndarray)
+              else float(x) for x in c.kernel_args),
+            mode, float(lam), float(t_ref), float(e_ref),
         )
         self.parallel_threshold = parallel_threshold
         self.evaluations = 0

@@ -42,14 +42,18 @@ class Coefficients:
     mem_cap: np.ndarray
     idle_w: np.ndarray
     active_w: np.ndarray
+    dyn_w: np.ndarray  # active_w - idle_w: the power a stage adds while it computes
+    overhead_ms: float = 0.0  # o of cost-model.md: fixed time per stage and micro-batch
 
     @property
     def n(self) -> int:
         return int(self.comp_ms.shape[0])
 
     @property
-    def dyn_w(self) -> np.ndarray:
-        return self.active_w - self.idle_w
+    def kernel_args(self) -> tuple:
+        """The coefficient arguments of :func:`geoplan.cost.kernel.price_stages`, in order."""
+        return (self.comp_ms, self.comm_ms, self.overhead_ms, self.idle_w, self.dyn_w,
+                self.mem_w, self.mem_a, self.mem_last, self.mem_cap, self.micro_batches)
 
     def per_layer_bytes(self, q_stages: int) -> float:
         return float(kernel.per_layer_bytes(self.mem_w, self.mem_a, q_stages))
@@ -127,6 +131,8 @@ def build_coefficients(instance: Instance, u: int) -> Coefficients:
         "idle_w": np.array([g.idle_w for g in instance.gpus], dtype=float),
         "active_w": np.array([g.active_w for g in instance.gpus], dtype=float),
     }
+    arrays["dyn_w"] = arrays["active_w"] - arrays["idle_w"]
+    arrays["dyn_w"].flags.writeable = False
     for a in arrays.values():
         a.flags.writeable = False
     return Coefficients(

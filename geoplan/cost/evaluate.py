@@ -1,9 +1,10 @@
-"""The one cost evaluator: what a plan costs under cost-model.md.
+"""The scalar evaluator: what one plan costs under cost-model.md, explained.
 
-:func:`evaluate` explains one plan (per-stage compute, both communication
-terms, tau, memory against its limit, T_iter, E_iter, objective, violations).
-:mod:`geoplan.cost.batch` prices whole populations of chromosomes at once; a test
-pins the two together. Both read the same :class:`~geoplan.model.instance.Coefficients`.
+:class:`Evaluator` resolves the objective normalisers once, when it is built
+(as PyVRP builds its CostEvaluator), then explains plans: per-stage compute,
+both sends, tau, memory against its limit, T_iter, E_iter, objective,
+violations. Its totals come from :func:`geoplan.cost.kernel.price_stages`, the
+same function the compiled pricers inline, so every pricer agrees to the bit.
 """
 
 from __future__ import annotations
@@ -12,11 +13,23 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from geoplan.cost import kernel
+from geoplan.cost.normalise import resolve_normalisers
+from geoplan.cost.weights import ObjectiveWeights, objective_units
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
 from geoplan.model.validation import Violation, validate
 
-__all__ = ["Evaluation", "StageCost", "evaluate", "objective_units", "objective_value"]
+__all__ = [
+    "Evaluation",
+    "Evaluator",
+    "StageCost",
+    "evaluate",
+    "objective_units",
+    "objective_value",
+]
 
 
 @dataclass(frozen=True)
@@ -80,78 +93,68 @@ def _jsonable(x: Any) -> Any:
     return x
 
 
-def objective_units(lam: float) -> str:
-    """The unit of the objective value: ms (lambda=1), J (lambda=0), else dimensionless."""
-    return "ms" if lam == 1.0 else "J" if lam == 0.0 else "1"
-
-
 def objective_value(instance: Instance, t_iter_ms: float, e_iter_j: float) -> float:
-    """Eq. 16: T_iter alone (ms) at lambda=1, E_iter alone (J) at lambda=0, else the mix.
+    """Eq. 16 on ``instance``'s objective (normalisers must be resolved where lambda needs them)."""
+    return ObjectiveWeights.from_instance(instance).value(t_iter_ms, e_iter_j)
 
-    Normalisers must be resolved first (:func:`geoplan.cost.normalise.resolve_normalisers`).
-    """
-    o = instance.objective
-    if o.lam == 1.0:
-        return t_iter_ms
-    if o.lam == 0.0:
-        return e_iter_j
-    if o.t_ref_ms is None or o.e_ref_j is None:
-        raise ValueError("normalisers not resolved: call resolve_normalisers(instance) first")
-    return o.lam * t_iter_ms / o.t_ref_ms + (1.0 - o.lam) * e_iter_j / o.e_ref_j
+
+class Evaluator:
+    """Prices and explains plans of one instance; normalisers resolved once, here."""
+
+    def __init__(self, instance: Instance) -> None:
+        self.instance = resolve_normalisers(instance)
+        self.weights = ObjectiveWeights.from_instance(self.instance)
+
+    def evaluate(self, plan: Plan) -> Evaluation:
+        """Price and explain ``plan``.
+
+        Infeasible plans are priced as far as the model allows and reported with
+        their violations; a missing link makes its communication time infinite.
+        Unknown GPU ids raise :class:`~geoplan.errors.InputError`.
+        """
+        instance = self.instance
+        violations = tuple(validate(instance, plan))
+        idx = np.asarray(plan.gpu_indices(instance), dtype=np.int64)
+        counts = np.asarray(plan.layer_counts, dtype=np.int64)
+        c = instance.coefficients(plan.micro_batch_size)
+        q_count = len(idx)
+        per = c.per_layer_bytes(q_count)
+        stages: list[StageCost] = []
+        for q in range(q_count):
+            comp, fwd, bwd, tau = kernel.stage_terms(
+                q, idx, counts, q_count, c.comp_ms, c.comm_ms, c.overhead_ms
+            )
+            g = int(idx[q])
+            stages.append(
+                StageCost(
+                    gpu=plan.stages[q].gpu,
+                    layers=int(counts[q]),
+                    compute_ms=float(comp),
+                    comm_fwd_ms=float(fwd),
+                    comm_bwd_ms=float(bwd),
+                    tau_ms=float(tau),
+                    memory_gb=float(
+                        kernel.stage_bytes(counts[q], per, q == q_count - 1, c.mem_last)
+                    ) / 1e9,
+                    memory_limit_gb=float(c.mem_cap[g]) / 1e9,
+                )
+            )
+        _, t_iter, e_iter, _ = kernel.price_stages(idx, counts, q_count, *c.kernel_args,
+                                                   *self.weights.args)
+        return Evaluation(
+            plan=plan,
+            t_iter_ms=float(t_iter),
+            e_iter_j=float(e_iter),
+            objective=self.weights.value(t_iter, e_iter),
+            feasible=not violations,
+            violations=violations,
+            stages=tuple(stages),
+            lam=instance.lam,
+            t_ref_ms=instance.objective.t_ref_ms,
+            e_ref_j=instance.objective.e_ref_j,
+        )
 
 
 def evaluate(instance: Instance, plan: Plan) -> Evaluation:
-    """Price and explain ``plan`` on ``instance``.
-
-    Infeasible plans are priced as far as the model allows and reported with
-    their violations; a missing link makes its communication time infinite.
-    Unknown GPU ids raise :class:`~geoplan.errors.InputError`.
-    """
-    from geoplan.cost.normalise import resolve_normalisers
-
-    instance = resolve_normalisers(instance)
-    violations = tuple(validate(instance, plan))
-    idx = plan.gpu_indices(instance)
-    c = instance.coefficients(plan.micro_batch_size)
-    q_count = len(idx)
-    stages: list[StageCost] = []
-    sum_tau = 0.0
-    max_tau = 0.0
-    idle = 0.0
-    active_ms_w = 0.0
-    for q, (g, n) in enumerate(zip(idx, plan.layer_counts, strict=True)):
-        comp = n * c.comp_ms[g]
-        fwd = c.comm_ms[g, idx[q + 1]] if q + 1 < q_count else 0.0
-        bwd = c.comm_ms[g, idx[q - 1]] if q > 0 else 0.0
-        tau = comp + fwd + bwd
-        sum_tau += tau
-        max_tau = max(max_tau, tau)
-        idle += c.idle_w[g]
-        active_ms_w += (c.active_w[g] - c.idle_w[g]) * comp
-        stages.append(
-            StageCost(
-                gpu=plan.stages[q].gpu,
-                layers=n,
-                compute_ms=float(comp),
-                comm_fwd_ms=float(fwd),
-                comm_bwd_ms=float(bwd),
-                tau_ms=float(tau),
-                memory_gb=c.stage_bytes(n, q_count, last=q == q_count - 1) / 1e9,
-                memory_limit_gb=float(c.mem_cap[g]) / 1e9,
-            )
-        )
-    # M = 1 has no steady phase; skipping the product keeps a missing link at inf, not 0*inf=nan.
-    t_iter = sum_tau + (c.micro_batches - 1) * max_tau if c.micro_batches > 1 else sum_tau
-    e_iter = t_iter / 1e3 * idle + c.micro_batches * active_ms_w / 1e3
-    return Evaluation(
-        plan=plan,
-        t_iter_ms=float(t_iter),
-        e_iter_j=float(e_iter),
-        objective=float(objective_value(instance, t_iter, e_iter)),
-        feasible=not violations,
-        violations=violations,
-        stages=tuple(stages),
-        lam=instance.lam,
-        t_ref_ms=instance.objective.t_ref_ms,
-        e_ref_j=instance.objective.e_ref_j,
-    )
+    """Price and explain ``plan`` on ``instance`` (builds an :class:`Evaluator`)."""
+    return Evaluator(instance).evaluate(plan)

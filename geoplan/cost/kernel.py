@@ -14,6 +14,7 @@ test per model pins the two together.
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 from numba.extending import register_jitable
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "objective",
     "per_layer_bytes",
     "price_stages",
+    "price_stages_compiled",
     "stage_bytes",
     "stage_terms",
 ]
@@ -140,3 +142,7 @@ def price_stages(gpus, counts, q, comp_ms, comm_ms, overhead_ms, idle_w, dyn_w, 
     if status != FEASIBLE:
         return status, t_iter, e_iter, np.inf
     return status, t_iter, e_iter, objective(t_iter, e_iter, mode, lam, t_ref_ms, e_ref_j)
+
+
+# The compiled form, for Python callers that price many stage lists in a loop.
+price_stages_compiled = njit(cache=True)(price_stages)

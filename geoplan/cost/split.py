@@ -37,56 +37,16 @@ import numpy as np
 from numba import njit
 
 from geoplan.cost.coefficients import Coefficients
+from geoplan.cost.kernel import price_stages
+from geoplan.cost.weights import ObjectiveWeights
 from geoplan.model.instance import Instance
 
 if TYPE_CHECKING:
     from geoplan.model.plan import Plan
 
-__all__ = ["ObjectiveWeights", "SplitResult", "Splitter", "optimal_split"]
+__all__ = ["ObjectiveWeights", "SplitResult", "Splitter", "optimal_split"]  # weights re-exported
 
 _INF = np.inf
-
-
-# --------------------------------------------------------------------------- objective
-
-
-@dataclass(frozen=True)
-class ObjectiveWeights:
-    """``objective = a * T_iter[ms] + b * E_iter[J]`` plus how the evaluator prices it.
-
-    ``mode`` 0 (lambda=1: T alone), 1 (lambda=0: E alone) or 2 (the mix with
-    ``t_ref``/``e_ref``), mirroring :func:`geoplan.cost.objective_value` so that
-    prices computed here agree with the shared evaluator to rounding.
-    """
-
-    a: float
-    b: float
-    mode: int
-    lam: float
-    t_ref: float
-    e_ref: float
-
-    @classmethod
-    def from_lambda(
-        cls, lam: float, t_ref_ms: float | None = None, e_ref_j: float | None = None
-    ) -> ObjectiveWeights:
-        if lam == 1.0:
-            return cls(1.0, 0.0, 0, 1.0, 1.0, 1.0)
-        if lam == 0.0:
-            return cls(0.0, 1.0, 1, 0.0, 1.0, 1.0)
-        if t_ref_ms is None or e_ref_j is None:
-            raise ValueError("0 < lambda < 1 needs t_ref_ms and e_ref_j")
-        return cls(lam / t_ref_ms, (1.0 - lam) / e_ref_j, 2, lam, float(t_ref_ms), float(e_ref_j))
-
-    @classmethod
-    def from_instance(cls, instance: Instance) -> ObjectiveWeights:
-        """From ``instance.objective`` (normalisers resolved if lambda needs them)."""
-        o = instance.objective
-        if 0.0 < o.lam < 1.0 and (o.t_ref_ms is None or o.e_ref_j is None):
-            from geoplan.cost.normalise import resolve_normalisers
-
-            o = resolve_normalisers(instance).objective
-        return cls.from_lambda(o.lam, o.t_ref_ms, o.e_ref_j)
 
 
 @dataclass(frozen=True)
@@ -307,50 +267,16 @@ def _sweep(fs, js, m, L, W, want):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _price(seq, counts, q, comp, comm, idle_w, active_w, mem_per, mem_last, mem_cap, mb,
-           mode, lam, t_ref, e_ref):  # pragma: no cover - compiled
-    """(objective, T, E) with the evaluator's arithmetic; objective inf if infeasible.
-
-    ``mem_per[q]`` is the per-layer bytes of a q-stage pipeline.
-    """
-    sum_tau = 0.0
-    max_tau = 0.0
-    idle = 0.0
-    active_ms_w = 0.0
-    ok = True
-    per = mem_per[q]
-    for s in range(q):
-        g = seq[s]
-        n = counts[s]
-        cc = n * comp[g]
-        fwd = comm[g, seq[s + 1]] if s + 1 < q else 0.0
-        bwd = comm[g, seq[s - 1]] if s > 0 else 0.0
-        tau = cc + fwd + bwd
-        sum_tau += tau
-        if tau > max_tau:
-            max_tau = tau
-        idle += idle_w[g]
-        active_ms_w += (active_w[g] - idle_w[g]) * cc
-        mem = n * per + (mem_last if s == q - 1 else 0.0)
-        if n < 1 or mem > mem_cap[g]:
-            ok = False
-    t_iter = sum_tau + (mb - 1) * max_tau
-    e_iter = t_iter / 1e3 * idle + mb * active_ms_w / 1e3
-    if not ok or not np.isfinite(sum_tau):
-        return _INF, t_iter, e_iter
-    if mode == 0:
-        obj = t_iter
-    elif mode == 1:
-        obj = e_iter
-    else:
-        obj = lam * t_iter / t_ref + (1.0 - lam) * e_iter / e_ref
-    return obj, t_iter, e_iter
-
-
-@njit(cache=True)
-def _split(seq, q, L, comp, comm, idle_w, active_w, capmid, caplast, mb, a, b,
+def split_sequence(seq, q, L, comp, comm, overhead, idle_w, active_w, capmid, caplast, mb, a, b,
            fs, js):  # pragma: no cover - compiled
-    """Optimal counts for the sequence ``seq[:q]`` into ``js[4]``; returns the sweep value."""
+    """Optimal counts for the sequence ``seq[:q]`` into ``js[4]``; returns the sweep value.
+
+    Linearises :func:`geoplan.cost.kernel.price_stages` for a fixed order: the
+    sends and the stage overhead are the constant ``k_q`` of each stage, and
+    ``a T + b E`` (kernel ``iteration_time``, ``iteration_energy``, weights
+    ``a, b``) becomes the per-layer weights and bottleneck weight of the module
+    docstring.
+    """
     if q > L:
         return _INF
     idle = 0.0
@@ -368,6 +294,7 @@ def _split(seq, q, L, comp, comm, idle_w, active_w, capmid, caplast, mb, a, b,
             kq += comm[g, seq[s - 1]]
         if not kq < _INF:
             return _INF
+        kq += overhead
         kk += kq
         fs[0, s] = comp[g]
         fs[1, s] = kq
@@ -383,8 +310,8 @@ def _split(seq, q, L, comp, comm, idle_w, active_w, capmid, caplast, mb, a, b,
 
 
 @njit(cache=True, nogil=True)
-def _split_rows(G, Q, out, C, L, comp, comm, idle_w, active_w, capmid, caplast, mem_per,
-                mem_last, mem_cap, mb, a, b, mode, lam, t_ref, e_ref, fs,
+def _split_rows(G, Q, out, C, L, comp, comm, overhead, idle_w, active_w, dyn_w, capmid, caplast,
+                mem_w, mem_a, mem_last, mem_cap, mb, a, b, mode, lam, t_ref, e_ref, fs,
                 js):  # pragma: no cover - compiled
     """Optimal split of each row ``G[p, :Q[p]]``: counts into ``C``, (objective, T, E) into ``out``.
 
@@ -395,7 +322,8 @@ def _split_rows(G, Q, out, C, L, comp, comm, idle_w, active_w, capmid, caplast, 
         seq = G[p]
         for s in range(C.shape[1]):
             C[p, s] = 0
-        val = _split(seq, q, L, comp, comm, idle_w, active_w, capmid, caplast, mb, a, b, fs, js)
+        val = split_sequence(seq, q, L, comp, comm, overhead, idle_w, active_w, capmid, caplast,
+                             mb, a, b, fs, js)
         if not val < _INF:
             out[0, p] = _INF
             out[1, p] = _INF
@@ -403,15 +331,15 @@ def _split_rows(G, Q, out, C, L, comp, comm, idle_w, active_w, capmid, caplast, 
             continue
         for s in range(q):
             C[p, s] = js[4, s]
-        obj, t, e = _price(seq, C[p], q, comp, comm, idle_w, active_w, mem_per, mem_last,
-                           mem_cap, mb, mode, lam, t_ref, e_ref)
+        _, t, e, obj = price_stages(seq, C[p], q, comp, comm, overhead, idle_w, dyn_w, mem_w,
+                                    mem_a, mem_last, mem_cap, mb, mode, lam, t_ref, e_ref)
         out[0, p] = obj
         out[1, p] = t
         out[2, p] = e
 
 
 @njit(cache=True)
-def _link_floors(used, extra, comm, lf):  # pragma: no cover - compiled
+def link_floors(used, extra, comm, lf):  # pragma: no cover - compiled
     """Link floors of every unused GPU j whose pipeline neighbours lie in S.
 
     S is the unused GPUs plus ``extra`` (the last prefix GPU; -1 for none).
@@ -445,13 +373,13 @@ def _link_floors(used, extra, comm, lf):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _prefix_bound(seq, p, used, forced, extend, lf, qmax, L, comp, comm, idle_w, active_w,
-                  capmid, mb, a, b, fs, js):  # pragma: no cover - compiled
+def prefix_bound(seq, p, used, forced, extend, lf, qmax, L, comp, comm, overhead, idle_w,
+                  active_w, capmid, mb, a, b, fs, js):  # pragma: no cover - compiled
     """Lower bound over plans whose sequence starts with ``seq[:p]``.
 
     ``used[i]`` marks the prefix GPUs; ``forced[i]`` unused GPUs every completion
     must contain; ``extend`` restricts to completions with more than ``p``
-    stages. ``lf``: the link floors of :func:`_link_floors` for S = the unused
+    stages. ``lf``: the link floors of :func:`link_floors` for S = the unused
     GPUs plus the last prefix GPU (any superset of S gives a weaker, still
     valid bound). Relaxation (see docs/exact-enumeration.md): the prefix is priced
     exactly, its last stage without a forward link unless extensions are
@@ -463,7 +391,8 @@ def _prefix_bound(seq, p, used, forced, extend, lf, qmax, L, comp, comm, idle_w,
     charge), and its idle power is charged over tau_j + (M - 1) Z, a lower bound
     of T under the bottleneck cap Z.
     The idle power of the prefix multiplies the whole T; memory caps are
-    taken at the smallest possible stage count.
+    taken at the smallest possible stage count. The stage overhead ``o`` is a
+    fixed time of every stage, prefix or appended, like a link.
     """
     n = comp.shape[0]
     n_forced = 0
@@ -495,11 +424,12 @@ def _prefix_bound(seq, p, used, forced, extend, lf, qmax, L, comp, comm, idle_w,
                 continue
             m1 = lf[0, j]
             fs[0, m] = comp[j]
-            fs[1, m] = lf[1, j]
-            fs[5, m] = m1
+            fs[1, m] = lf[1, j] + overhead
+            fs[5, m] = m1 + overhead
             # Idle energy of j: T >= sum tau + (M - 1) max tau >= tau_j + (M - 1) Z.
             fs[2, m] = (big_a + big_b * (active_w[j] - idle_w[j]) + b * idle_w[j] / 1e3) * comp[j]
-            fs[3, m] = big_a * epair[j] + b * idle_w[j] * m1 / 1e3
+            fs[3, m] = (big_a * (epair[j] + overhead)
+                        + b * idle_w[j] * (m1 + overhead) / 1e3)
             fs[6, m] = b * idle_w[j] * (mb - 1) / 1e3
             js[0, m] = 1 if forced[j] else 0
             h = capmid[q_app, j]
@@ -534,6 +464,7 @@ def _prefix_bound(seq, p, used, forced, extend, lf, qmax, L, comp, comm, idle_w,
             kq += comm[g, seq[s + 1]]
         if s > 0:
             kq += comm[g, seq[s - 1]]
+        kq += overhead
         kk += kq
         if s == p - 1:
             kq += fwd_lb
@@ -588,15 +519,15 @@ class Splitter:
         self.comm = np.ascontiguousarray(c.comm_ms, dtype=np.float64)
         self.idle_w = np.ascontiguousarray(c.idle_w, dtype=np.float64)
         self.active_w = np.ascontiguousarray(c.active_w, dtype=np.float64)
+        self.dyn_w = np.ascontiguousarray(c.dyn_w, dtype=np.float64)
+        self.overhead = float(c.overhead_ms)
         self.mem_cap = np.ascontiguousarray(c.mem_cap, dtype=np.float64)
         # Caps per stage count, from the one memory test (row 0 unused).
         self.capmid = np.zeros((self.qmax + 2, n), dtype=np.int64)
         self.caplast = np.zeros((self.qmax + 2, n), dtype=np.int64)
-        self.mem_per = np.zeros(self.qmax + 2)
         for q in range(1, self.qmax + 2):
             self.capmid[q] = np.minimum(c.layer_caps(q, last=False), L)
             self.caplast[q] = np.minimum(c.layer_caps(q, last=True), L)
-            self.mem_per[q] = c.per_layer_bytes(q)
         self.mb = float(c.micro_batches)
         self._seq = np.zeros(n + 1, dtype=np.int64)
         self._used = np.zeros(n, dtype=np.bool_)
@@ -631,9 +562,11 @@ class Splitter:
 
     def _kernel_args(self) -> tuple:
         w = self.weights
-        return (self.layers, self.comp, self.comm, self.idle_w, self.active_w, self.capmid,
-                self.caplast, self.mem_per, self.c_mem_last, self.mem_cap, self.mb, w.a, w.b,
-                w.mode, w.lam, w.t_ref, w.e_ref, self._fs, self._js)
+        c = self.coefficients
+        return (self.layers, self.comp, self.comm, self.overhead, self.idle_w, self.active_w,
+                self.dyn_w, self.capmid, self.caplast, float(c.mem_w), float(c.mem_a),
+                self.c_mem_last, self.mem_cap, self.mb, w.a, w.b, w.mode, w.lam, w.t_ref,
+                w.e_ref, self._fs, self._js)
 
     # ------------------------------------------------------------------ public
     def price(self, gpus: Sequence[int], counts: Sequence[int]) -> tuple[float, float, float]:
@@ -643,9 +576,11 @@ class Splitter:
             return _INF, _INF, _INF
         cnt = np.asarray(counts, dtype=np.int64)
         w = self.weights
-        obj, t, e = _price(self._seq, cnt, q, self.comp, self.comm, self.idle_w, self.active_w,
-                           self.mem_per, self.c_mem_last, self.mem_cap, self.mb, w.mode, w.lam,
-                           w.t_ref, w.e_ref)
+        c = self.coefficients
+        _, t, e, obj = price_stages(self._seq, cnt, q, self.comp, self.comm, self.overhead,
+                                    self.idle_w, self.dyn_w, float(c.mem_w), float(c.mem_a),
+                                    self.c_mem_last, self.mem_cap, self.mb, w.mode, w.lam,
+                                    w.t_ref, w.e_ref)
         return float(obj), float(t), float(e)
 
     def split(self, gpus: Sequence[int]) -> SplitResult | None:
@@ -702,10 +637,11 @@ class Splitter:
                 raise ValueError(f"forced GPU {g} is already in the prefix")
             self._forced[g] = True
         w = self.weights
-        _link_floors(self._used, int(prefix[-1]), self.comm, self._lf)
-        val = _prefix_bound(self._seq, p, self._used, self._forced, extensions_only, self._lf,
-                            self.qmax, self.layers, self.comp, self.comm, self.idle_w,
-                            self.active_w, self.capmid, self.mb, w.a, w.b, self._fs, self._js)
+        link_floors(self._used, int(prefix[-1]), self.comm, self._lf)
+        val = prefix_bound(self._seq, p, self._used, self._forced, extensions_only, self._lf,
+                           self.qmax, self.layers, self.comp, self.comm, self.overhead,
+                           self.idle_w, self.active_w, self.capmid, self.mb, w.a, w.b, self._fs,
+                           self._js)
         return float(val)
 
 
