@@ -15,16 +15,17 @@ DATA = Path(__file__).parent / "data"
 
 # Importlib mode puts no test directory on sys.path, and putting tests/ there
 # would let tests/geoplan shadow the geoplan package as a namespace package. So
-# the independent reference model is loaded by file and registered by name; the
-# test modules then simply ``import reference_model``.
-if "reference_model" not in sys.modules:
-    _spec = importlib.util.spec_from_file_location(
-        "reference_model", DATA.parent / "reference_model.py"
-    )
-    assert _spec is not None and _spec.loader is not None
-    _module = importlib.util.module_from_spec(_spec)
-    sys.modules["reference_model"] = _module
-    _spec.loader.exec_module(_module)
+# the test helpers (the independent reference model, the Hypothesis strategies
+# and the bridge from geoplan Instances to the reference) are loaded by file and
+# registered by name, in dependency order; the test modules then simply
+# ``import reference_model`` (``strategies``, ``oracle``).
+for _name in ("reference_model", "strategies", "oracle"):
+    if _name not in sys.modules:
+        _spec = importlib.util.spec_from_file_location(_name, DATA.parent / f"{_name}.py")
+        assert _spec is not None and _spec.loader is not None
+        _module = importlib.util.module_from_spec(_spec)
+        sys.modules[_name] = _module
+        _spec.loader.exec_module(_module)
 
 
 def load_data(name: str) -> dict:

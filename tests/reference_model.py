@@ -7,17 +7,24 @@ the contract. Everything is computed per stage in SI units (seconds, bytes,
 bits per second, FLOP/s, watts) and converted to ms / GB only at the end.
 It must never import geoplan: sharing code would share bugs.
 
-The second half holds seeded random generators of instance and plan dicts
-used by the tests (also geoplan-free, for the same reason).
+Three parts: the evaluator (:func:`evaluate_ref`, :func:`validate_ref`), the
+enumerator (:func:`optimum_ref`, :func:`price_space`: every plan of the space
+f(N, L) priced, the exact optimum of an instance), and seeded random generators
+of instance and plan dicts used by the tests (also geoplan-free, for the same
+reason).
 """
 
 from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import pairwise
+from functools import lru_cache
+from itertools import pairwise, permutations
 from typing import Any
+
+import numpy as np
 
 Json = dict[str, Any]
 
@@ -96,6 +103,40 @@ def flops_per_token_per_layer(instance: Json) -> float:
     return 24.0 * H * H + 4.0 * T * H
 
 
+def stage_overhead_s(instance: Json) -> float:
+    """o of cost-model.md (``training.stage_overhead_ms``, default 0), in seconds."""
+    return _get(instance["training"], "stage_overhead_ms", 0.0) / 1e3
+
+
+def compute_s(instance: Json, gid: str, layers: int, u: int) -> float:
+    """tau^comp = (1 + gamma) * n * C_l * u * T / F~ in seconds (eq. 7)."""
+    m, t = instance["model"], instance["training"]
+    gamma = _get(t, "backward_factor", DEFAULT_GAMMA)
+    g = _gpu(instance, gid)
+    f_eff = _get(g, "compute_util", 1.0) * float(g["peak_tflops"]) * 1e12  # FLOP/s
+    return (1.0 + gamma) * layers * flops_per_token_per_layer(instance) * u * float(
+        m["seq_len"]) / f_eff
+
+
+def objective_of(instance: Json, t_iter_ms: Any, e_iter_j: Any,
+                 t_ref_ms: float | None = None, e_ref_j: float | None = None) -> Any:
+    """Eq. 16 (scalars or numpy arrays); None for 0 < lambda < 1 without normalisers.
+
+    ``t_ref_ms``/``e_ref_j`` override the instance's normalisers.
+    """
+    o = instance.get("objective") or {}
+    lam = _get(o, "lambda", 1.0)
+    if lam == 1.0:
+        return t_iter_ms
+    if lam == 0.0:
+        return e_iter_j
+    t_ref = t_ref_ms if t_ref_ms is not None else o.get("t_ref_ms")
+    e_ref = e_ref_j if e_ref_j is not None else o.get("e_ref_j")
+    if t_ref is None or e_ref is None:
+        return None
+    return lam * t_iter_ms / float(t_ref) + (1.0 - lam) * e_iter_j / float(e_ref)
+
+
 def transfer_s(instance: Json, src: str, dst: str, u: int) -> float:
     """L_ij + 8 S_act / B~_ij in seconds; inf when the link is missing."""
     e = _link(instance, src, dst)
@@ -170,20 +211,17 @@ def evaluate_ref(
     ``t_ref_ms``/``e_ref_j`` override the instance's normalisers (the core takes
     them from a baseline plan when absent; callers pass what the core reported).
     """
-    m, t = instance["model"], instance["training"]
-    gamma = _get(t, "backward_factor", DEFAULT_GAMMA)
+    t = instance["training"]
     u = micro_batch(instance, plan)
     M = int(t["batch_size"]) / u
-    T = float(m["seq_len"])
-    C = flops_per_token_per_layer(instance)
+    overhead = stage_overhead_s(instance)  # per stage and micro-batch, idle power only
     gpus = [s["gpu"] for s in plan["stages"]]
     Q = len(gpus)
     stages: list[RefStage] = []
     for q, s in enumerate(plan["stages"]):
         g = _gpu(instance, s["gpu"])
         n = int(s["layers"])
-        f_eff = _get(g, "compute_util", 1.0) * float(g["peak_tflops"]) * 1e12
-        comp = (1.0 + gamma) * n * C * u * T / f_eff
+        comp = compute_s(instance, gpus[q], n, u)
         fwd = transfer_s(instance, gpus[q], gpus[q + 1], u) if q < Q - 1 else 0.0
         bwd = transfer_s(instance, gpus[q], gpus[q - 1], u) if q > 0 else 0.0
         stages.append(
@@ -193,13 +231,14 @@ def evaluate_ref(
                 compute_s=comp,
                 fwd_s=fwd,
                 bwd_s=bwd,
-                tau_s=comp + fwd + bwd,
+                tau_s=comp + fwd + bwd + overhead,
                 mem_bytes=stage_memory_bytes(instance, n, Q, q == Q - 1, u),
                 cap_bytes=capacity_bytes(g),
             )
         )
     taus = [s.tau_s for s in stages]
-    t_iter = sum(taus) + (M - 1) * max(taus)
+    # M = 1 has no bottleneck term (and 0 * inf, a missing link, must stay inf).
+    t_iter = sum(taus) + ((M - 1) * max(taus) if M > 1 else 0.0)
     idle = sum(float(_gpu(instance, g)["idle_w"]) for g in gpus)
     dynamic = sum(
         (float(_gpu(instance, s.gpu)["active_w"]) - float(_gpu(instance, s.gpu)["idle_w"]))
@@ -208,19 +247,7 @@ def evaluate_ref(
     )
     e_iter = t_iter * idle + M * dynamic
 
-    o = instance.get("objective") or {}
-    lam = _get(o, "lambda", 1.0)
-    t_ref = t_ref_ms if t_ref_ms is not None else o.get("t_ref_ms")
-    e_ref = e_ref_j if e_ref_j is not None else o.get("e_ref_j")
-    objective: float | None
-    if lam == 1.0:
-        objective = t_iter * 1e3
-    elif lam == 0.0:
-        objective = e_iter
-    elif t_ref is None or e_ref is None:
-        objective = None
-    else:
-        objective = lam * (t_iter * 1e3) / float(t_ref) + (1.0 - lam) * e_iter / float(e_ref)
+    objective = objective_of(instance, t_iter * 1e3, e_iter, t_ref_ms, e_ref_j)
     return RefEval(t_iter, e_iter, objective, stages, validate_ref(instance, plan))
 
 
@@ -257,6 +284,192 @@ def compositions(total: int, parts: int) -> list[tuple[int, ...]]:
         for first in range(1, total - parts + 2)
         for rest in compositions(total - first, parts - 1)
     ]
+
+
+# --------------------------------------------------------------------------- enumerator
+#
+# Every plan of the space (paper 6.5): for Q = 1..min(N, L), every ordered choice of Q
+# distinct GPUs (itertools.permutations, in the instance's GPU order) times every
+# composition of L into Q positive parts (lexicographic). For one GPU order all
+# compositions are priced at once with numpy, from the same per-stage quantities the
+# evaluator uses (compute_s, transfer_s, stage_memory_bytes, capacity_bytes): each is
+# linear in the stage's layer count n, so stage q costs n * (its value at n = 1) plus
+# its fixed part. tests/geoplan/test_reference.py holds this against evaluate_ref plan
+# by plan.
+
+
+def space_size(n_gpus: int, layers: int) -> int:
+    """f(N, L) = sum_k C(L-1, k-1) N! / (N-k)! (paper 6.5)."""
+    return sum(math.comb(layers - 1, k - 1) * math.perm(n_gpus, k)
+               for k in range(1, min(n_gpus, layers) + 1))
+
+
+@lru_cache(maxsize=64)
+def composition_array(total: int, parts: int) -> np.ndarray:
+    """compositions(total, parts) as a read-only (K, parts) int array."""
+    a = np.array(compositions(total, parts), dtype=np.int64).reshape(-1, parts)
+    a.setflags(write=False)
+    return a
+
+
+@dataclass
+class OrderPrices:
+    """Every split of the L layers over one GPU order, priced (row k: counts[k])."""
+
+    order: tuple[str, ...]
+    counts: np.ndarray  # (K, Q) layer counts
+    t_iter_ms: np.ndarray  # (K,) inf where a link is missing
+    e_iter_j: np.ndarray  # (K,)
+    links_ok: bool  # every consecutive pair linked both ways
+    memory_ok: np.ndarray  # (K,) every stage within its memory
+    objective: np.ndarray  # (K,) eq. 16; inf where infeasible
+
+    @property
+    def feasible(self) -> np.ndarray:
+        return self.memory_ok & self.links_ok
+
+
+def price_order(instance: Json, order: Sequence[str], t_ref_ms: float | None = None,
+                e_ref_j: float | None = None) -> OrderPrices:
+    """Every composition of L into len(order) stages on the GPUs ``order``, priced."""
+    t = instance["training"]
+    L = int(instance["model"]["layers"])
+    u = int(t["micro_batch_size"])
+    M = int(t["batch_size"]) / u
+    Q = len(order)
+    if len(set(order)) != Q:
+        raise ValueError(f"GPU order {order} repeats a GPU")
+    n = composition_array(L, Q).astype(float)  # (K, Q); no rows when Q > L
+    per_layer_s = np.array([compute_s(instance, g, 1, u) for g in order])
+    fixed_s = np.array([
+        (transfer_s(instance, order[q], order[q + 1], u) if q < Q - 1 else 0.0)
+        + (transfer_s(instance, order[q], order[q - 1], u) if q > 0 else 0.0)
+        + stage_overhead_s(instance)
+        for q in range(Q)
+    ])
+    links_ok = bool(np.isfinite(fixed_s).all())
+    comp = n * per_layer_s  # (K, Q) tau^comp
+    tau = comp + fixed_s
+    if links_ok:
+        t_iter_s = tau.sum(axis=1) + ((M - 1) * tau.max(axis=1) if M > 1 else 0.0)
+    else:
+        t_iter_s = np.full(len(n), math.inf)
+    gpus = [_gpu(instance, g) for g in order]
+    idle = sum(float(g["idle_w"]) for g in gpus)
+    dynamic = np.array([float(g["active_w"]) - float(g["idle_w"]) for g in gpus])
+    e_iter = t_iter_s * idle + M * (comp * dynamic).sum(axis=1)
+    # Mem_q = n * (its per-layer bytes at this Q) + the LM head on the last stage.
+    per_layer_b = stage_memory_bytes(instance, 1, Q, False, u)
+    head_b = np.array([stage_memory_bytes(instance, 0, Q, q == Q - 1, u) for q in range(Q)])
+    caps = np.array([capacity_bytes(g) for g in gpus])
+    memory_ok = (n * per_layer_b + head_b <= caps).all(axis=1)
+    t_iter_ms = t_iter_s * 1e3
+    value = objective_of(instance, t_iter_ms, e_iter, t_ref_ms, e_ref_j)
+    if value is None:
+        raise ValueError("0 < lambda < 1 needs t_ref_ms and e_ref_j (in the dict or given)")
+    objective = np.where(memory_ok & links_ok, value, math.inf)
+    return OrderPrices(tuple(order), n.astype(np.int64), t_iter_ms, e_iter, links_ok,
+                       memory_ok, objective)
+
+
+def gpu_orders(instance: Json) -> Iterable[tuple[str, ...]]:
+    """Every ordered choice of 1..min(N, L) distinct GPUs, by Q then lexicographically."""
+    ids = [g["id"] for g in instance["gpus"]]
+    L = int(instance["model"]["layers"])
+    for q in range(1, min(len(ids), L) + 1):
+        yield from permutations(ids, q)
+
+
+def plan_dict(order: Sequence[str], counts: Sequence[int]) -> Json:
+    return {"stages": [{"gpu": g, "layers": int(c)} for g, c in
+                       zip(order, counts, strict=True)]}
+
+
+def all_plans(instance: Json) -> Iterable[Json]:
+    """Every plan of the space, as plan dicts (the enumerator's order)."""
+    L = int(instance["model"]["layers"])
+    for order in gpu_orders(instance):
+        for counts in compositions(L, len(order)):
+            yield plan_dict(order, counts)
+
+
+@dataclass
+class RefOptimum:
+    objective: float  # inf when no plan is feasible
+    plan: Json | None  # the first optimal plan in enumeration order
+    plans: int  # plans enumerated
+    feasible: int  # of which feasible
+    t_iter_ms: float | None = None
+    e_iter_j: float | None = None
+
+
+def optimum_ref(instance: Json, t_ref_ms: float | None = None, e_ref_j: float | None = None,
+                orders: Iterable[Sequence[str]] | None = None,
+                max_plans: int = 3_000_000) -> RefOptimum:
+    """The exact optimum by pricing every plan (or every split of the given GPU orders).
+
+    ``t_ref_ms``/``e_ref_j`` override the instance's normalisers (needed for
+    0 < lambda < 1 when the dict has none).
+    """
+    if orders is None:
+        N, L = len(instance["gpus"]), int(instance["model"]["layers"])
+        if space_size(N, L) > max_plans:
+            raise ValueError(f"f({N}, {L}) = {space_size(N, L)} plans is too many to enumerate")
+        orders = gpu_orders(instance)
+    best = RefOptimum(math.inf, None, 0, 0)
+    for order in orders:
+        r = price_order(instance, order, t_ref_ms, e_ref_j)
+        best.plans += len(r.objective)
+        best.feasible += int(r.feasible.sum())
+        if not len(r.objective):
+            continue
+        k = int(np.argmin(r.objective))  # first minimum
+        if r.objective[k] < best.objective:
+            best.objective = float(r.objective[k])
+            best.plan = plan_dict(order, r.counts[k])
+            best.t_iter_ms, best.e_iter_j = float(r.t_iter_ms[k]), float(r.e_iter_j[k])
+    return best
+
+
+@dataclass
+class RefSpace:
+    """Every plan of the space priced: row k is plan(k)."""
+
+    orders: list[tuple[str, ...]]  # per row
+    counts: list[tuple[int, ...]]  # per row
+    t_iter_ms: np.ndarray
+    e_iter_j: np.ndarray
+    links_ok: np.ndarray
+    memory_ok: np.ndarray
+    objective: np.ndarray  # inf where infeasible
+
+    @property
+    def feasible(self) -> np.ndarray:
+        return self.links_ok & self.memory_ok
+
+    def plan(self, k: int) -> Json:
+        return plan_dict(self.orders[k], self.counts[k])
+
+    def __len__(self) -> int:
+        return len(self.orders)
+
+
+def price_space(instance: Json, t_ref_ms: float | None = None,
+                e_ref_j: float | None = None, max_plans: int = 200_000) -> RefSpace:
+    """Every plan of the space priced (small spaces: it keeps one Python row per plan)."""
+    N, L = len(instance["gpus"]), int(instance["model"]["layers"])
+    if space_size(N, L) > max_plans:
+        raise ValueError(f"f({N}, {L}) = {space_size(N, L)} plans is too many to keep")
+    parts = [price_order(instance, order, t_ref_ms, e_ref_j) for order in gpu_orders(instance)]
+    return RefSpace(
+        orders=[r.order for r in parts for _ in range(len(r.objective))],
+        counts=[tuple(int(c) for c in row) for r in parts for row in r.counts],
+        t_iter_ms=np.concatenate([r.t_iter_ms for r in parts]),
+        e_iter_j=np.concatenate([r.e_iter_j for r in parts]),
+        links_ok=np.concatenate([np.full(len(r.objective), r.links_ok) for r in parts]),
+        memory_ok=np.concatenate([r.memory_ok for r in parts]),
+        objective=np.concatenate([r.objective for r in parts]),
+    )
 
 
 # --------------------------------------------------------------------------- random cases
