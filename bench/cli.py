@@ -59,13 +59,13 @@ def _load(names: list[str], profile: str) -> list[Any]:
 
 
 def _plan_text(exps: list[Any], workers: int) -> str:
+    from bench.execution.sweep import availability
     from bench.experiments import worst_case_seconds
-    from bench.runner import _availability
 
     lines = []
     names = {s.name for e in exps for s in e.solvers} | {
         s.warm_start for e in exps for s in e.solvers if s.warm_start}
-    missing = _availability(names)
+    missing = availability(names)
     for e in exps:
         runs = e.runs()
         skip = sum(1 for r in runs if r.skip_reason or r.solver.name in missing
@@ -81,8 +81,8 @@ def _plan_text(exps: list[Any], workers: int) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    from bench.execution import default_workers
     from bench.experiments import builtin_experiments
-    from bench.runner import default_workers
 
     exps = _load(builtin_experiments(), _profile(args))
     print(_plan_text(exps, args.workers or default_workers()))
@@ -90,7 +90,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, exps: list[Any], out: Path) -> Any:
-    from bench.runner import default_workers, run_experiments
+    from bench.execution import default_workers, run_experiments
 
     if args.resume and args.overwrite:
         raise InputError("--overwrite", True, "conflicts with --resume")

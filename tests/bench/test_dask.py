@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench.experiments import parse_experiment
-from bench.runner import ResultsFile, run_experiments
+from bench.execution import ResultsFile, run_experiments
 from geoplan.errors import InputError
 from geoplan.model.instance import Instance
 from geoplan.solving.core import solve

@@ -13,7 +13,7 @@ import pytest
 
 import geoplan.solving.core as registry
 from bench.experiments import parse_experiment
-from bench.runner import ResultsFile, execute, run_experiments
+from bench.execution import ResultsFile, execute, run_experiments
 from geoplan.cost import evaluate
 from geoplan.errors import InputError
 from geoplan.model.instance import Instance

@@ -1,4 +1,4 @@
-"""PNG figures of the benchmark report (matplotlib, Agg backend).
+"""PNG figures of the report (matplotlib, Agg backend).
 
 Each function takes plain data (no results-file parsing here) and writes one PNG:
 anytime curves, gap vs N, the energy-time frontier with its knee, network
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from geoplan.model.plan import Plan
 
 __all__ = [
+    "EXCESS_FLOOR_PCT",
     "color",
     "plot_anytime",
     "plot_gap_vs_n",
@@ -49,20 +50,33 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
-def _steps(trace: Trace, end: float | None, col: int) -> tuple[list[float], list[float]]:
-    """Points of a step curve of column ``col`` (1 incumbent, 2 bound), extended to ``end``."""
-    xs: list[float] = []
-    ys: list[float] = []
+#: Floor of the log axes of the anytime figure (percent): smaller values are drawn on it.
+EXCESS_FLOOR_PCT = 1e-2
+
+
+def _running(trace: Trace, end: float | None) -> tuple[list[float], list[float | None],
+                                                        list[float | None]]:
+    """Times, incumbent and bound as they stood after each trace row (carried forward)."""
+    ts: list[float] = []
+    incs: list[float | None] = []
+    bounds: list[float | None] = []
+    inc = bound = None
     for row in trace:
-        v = row[col]
-        if v is None:
-            continue
-        xs.append(max(float(row[0] or 0.0), 1e-3))
-        ys.append(float(v))
-    if xs and end is not None and end > xs[-1]:
-        xs.append(end)
-        ys.append(ys[-1])
-    return xs, ys
+        inc = row[1] if row[1] is not None else inc
+        bound = row[2] if row[2] is not None else bound
+        ts.append(max(float(row[0] or 0.0), 1e-3))
+        incs.append(None if inc is None else float(inc))
+        bounds.append(None if bound is None else float(bound))
+    if ts and end is not None and end > ts[-1]:
+        ts.append(float(end))
+        incs.append(incs[-1])
+        bounds.append(bounds[-1])
+    return ts, incs, bounds
+
+
+def _floored(ts: list[float], vals: list[float | None]) -> tuple[list[float], list[float]]:
+    pts = [(t, max(v, EXCESS_FLOOR_PCT)) for t, v in zip(ts, vals, strict=True) if v is not None]
+    return [t for t, _ in pts], [v for _, v in pts]
 
 
 def plot_anytime(
@@ -70,49 +84,65 @@ def plot_anytime(
     path: Path,
     title: str,
     best_known: float | None = None,
+    no_plan: Mapping[str, str] | None = None,
 ) -> Path:
-    """Incumbent (and bound) against time, and the certified gap against time; log time axis.
+    """Relative excess of the incumbent over the best known plan, and the certified gap,
+    against time; log axes on both.
 
-    ``curves`` maps a solver label to (trace rows ``[seconds, incumbent, bound]``, end time).
+    ``curves`` maps a solver label to (trace rows ``[seconds, incumbent, bound]``, end time);
+    ``no_plan`` maps the labels of solvers that found no plan to why (named in the legend;
+    a label "X at 1 s" takes the colour of X).
+    Values below :data:`EXCESS_FLOOR_PCT` (the best known plan itself) are drawn on the floor.
+    Without ``best_known`` the least incumbent of the curves is used.
     """
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import NullFormatter
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.6))
+    ref = best_known
+    if ref is None:
+        finals = [float(r[1]) for trace, _ in curves.values() for r in trace if r[1] is not None]
+        ref = min(finals) if finals else None
     for label, (trace, end) in curves.items():
-        c = color(label)
-        xs, ys = _steps(trace, end, 1)
-        if xs:
-            ax1.step(xs, ys, where="post", color=c, label=label)
-        bx, by = _steps(trace, end, 2)
-        if bx:
-            ax1.step(bx, by, where="post", color=c, linestyle=":", alpha=0.8)
-        gx: list[float] = []
-        gy: list[float] = []
-        inc = bound = None
-        for row in trace:
-            inc = row[1] if row[1] is not None else inc
-            bound = row[2] if row[2] is not None else bound
-            if inc is not None and bound is not None and inc > 0:
-                gx.append(max(float(row[0] or 0.0), 1e-3))
-                gy.append(max(0.0, 100.0 * (inc - bound) / inc))
-        if gx and end is not None and end > gx[-1]:
-            gx.append(end)
-            gy.append(gy[-1])
+        c = color(label.split(" (")[0])
+        ts, incs, bounds = _running(trace, end)
+        if ref:
+            ex = [None if v is None else 100.0 * (v - ref) / ref for v in incs]
+            xs, ys = _floored(ts, ex)
+            if xs:
+                ax1.step(xs, ys, where="post", color=c, label=label)
+        gap = [None if i is None or b is None or i <= 0 else 100.0 * (i - b) / i
+               for i, b in zip(incs, bounds, strict=True)]
+        gx, gy = _floored(ts, gap)
         if gx:
             ax2.step(gx, gy, where="post", color=c, label=label)
-    if best_known is not None:
-        ax1.axhline(best_known, color="0.5", linewidth=0.8, linestyle="--", label="best known")
+    if ax1.lines:
+        ax1.axhline(EXCESS_FLOOR_PCT, color="0.5", linewidth=0.8, linestyle="--",
+                    label=f"best known (<= {EXCESS_FLOOR_PCT:g}%)")
+    handles, names = ax1.get_legend_handles_labels()
+    for label, why in (no_plan or {}).items():
+        handles.append(Line2D([], [], color=color(label.split(" at ")[0]), linestyle="none",
+                              marker="x"))
+        names.append(f"{label}: no plan ({why})")
     for ax in (ax1, ax2):
         ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_ylim(bottom=EXCESS_FLOOR_PCT * 0.7)
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("seconds (log)")
         ax.grid(True, which="both", alpha=0.3)
-    ax1.set_ylabel("objective (solid: incumbent, dotted: bound)")
-    ax2.set_ylabel("certified gap (%)")
-    ax1.set_title(title)
-    ax2.set_title("gap of solvers that prove a bound")
-    if curves:
-        ax1.legend(fontsize=7)
-    if ax2.lines:
-        ax2.legend(fontsize=7)
-    else:
+    ax1.set_ylabel("above best known plan (%, log)")
+    ax2.set_ylabel("certified gap (%, log)")
+    ax1.set_title(title + ("" if best_known is None else f"; best known {best_known:.1f}"),
+                  fontsize=10)
+    ax2.set_title("own certified gap of solvers that prove a bound", fontsize=10)
+    ax2.set_ylim(top=150)
+    if ax1.lines and ax2.lines:
+        ax2.set_xlim(ax1.get_xlim())  # the same time axis on both panels
+    if handles:  # one legend for both panels, outside them
+        ax2.legend(handles, names, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                   borderaxespad=0)
+    if not ax2.lines:
         ax2.text(0.5, 0.5, "no solver proved a bound", ha="center", va="center",
                  transform=ax2.transAxes)
     return _save(fig, path)

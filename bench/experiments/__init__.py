@@ -45,7 +45,8 @@ __all__ = [
     "worst_case_seconds",
 ]
 
-EXPERIMENT_DIR = Path(__file__).parent / "experiments"
+#: The shipped experiment files (``NAME.toml``) sit next to this module.
+EXPERIMENT_DIR = Path(__file__).parent
 PROFILES = ("full", "quick", "tiny")
 #: The experiments ``geoplan bench paper`` runs, in report order.
 PAPER_EXPERIMENTS = ("table3", "table4", "table5-6", "network", "table7", "anytime", "warmstart")
@@ -618,7 +619,7 @@ def parse_experiment(
                           f"not a solver label of this profile; labels: {', '.join(labels)}")
     paper = raw.get("paper")
     if paper is not None:
-        from bench.paper import PAPER
+        from bench.experiments.paper import PAPER
 
         if paper not in PAPER:
             raise ctx.err("paper", paper, f"unknown paper key; known: {', '.join(PAPER)}")

@@ -1,0 +1,175 @@
+"""Statements of the report computed from the results, never typed.
+
+Each function takes the result rows (or their :func:`~bench.report.tables.frame`)
+and returns the numbers a sentence quotes together with the sentence, so that a
+claim such as "the portfolio matched the best exact method" says in how many
+cells it holds and where it fails, and the reproduce commands are the ones that
+made the stored runs.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from bench.report.tables import fmt, frame
+
+__all__ = [
+    "EXACT_SOLVERS",
+    "REL_TOL",
+    "PortfolioComparison",
+    "WarmStartComparison",
+    "portfolio_vs_exact",
+    "reproduce_commands",
+    "warm_vs_cold",
+]
+
+#: Solvers that prove optimality (their plans are "exact methods" in the report's claims).
+EXACT_SOLVERS = ("bruteforce", "bnb", "milp", "cpsat")
+#: Relative tolerance under which two objectives count as equal (as the report's "match").
+REL_TOL = 1e-6
+
+Row = dict[str, Any]
+
+
+def _plans(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["ok"]]
+
+
+@dataclass(frozen=True)
+class PortfolioComparison:
+    """The portfolio against the best exact method, per instance-by-budget cell.
+
+    ``cells`` counts the cells in which some exact method found a plan; ``held`` those
+    where the portfolio's plan is at most the best exact plan (within :data:`REL_TOL`),
+    ``better`` those where it is strictly better. ``failed`` lists the others, worst
+    first: instance, budget_s, portfolio (None: no plan), exact (objective), by (label).
+    """
+
+    cells: int
+    held: int
+    better: int
+    exact_labels: tuple[str, ...]
+    failed: list[dict[str, Any]] = field(default_factory=list)
+
+    def sentence(self) -> str:
+        """One sentence with the counts and up to three examples."""
+        methods = ", ".join(self.exact_labels)
+        if not self.cells:
+            return "No exact method found a plan: nothing to compare the portfolio with."
+        text = (f"The portfolio's plan was at least as good as the best exact method's "
+                f"({methods}; equal within a relative {REL_TOL:g}) in {self.held} of "
+                f"{self.cells} instance-by-budget cells (strictly better in {self.better})")
+        if not self.failed:
+            return text + "."
+        examples = "; ".join(_failed_cell(f) for f in self.failed[:3])
+        return text + f", and worse in {len(self.failed)}, for example {examples}."
+
+
+def _failed_cell(f: Mapping[str, Any]) -> str:
+    mine = "no plan" if f["portfolio"] is None else fmt(f["portfolio"])
+    return f"{f['instance']} at {f['budget_s']:g} s: {mine} vs {f['by']} {fmt(f['exact'])}"
+
+
+def portfolio_vs_exact(rows: Sequence[Row], portfolio: str = "portfolio"
+                       ) -> PortfolioComparison | None:
+    """Compare the portfolio with the best exact solver in every (instance, budget) cell.
+
+    None when the rows hold no portfolio run or no exact run.
+    """
+    df = frame(rows)
+    exact = df[df["solver"].isin(EXACT_SOLVERS)]
+    mine = df[df["solver"] == portfolio]
+    if exact.empty or mine.empty:
+        return None
+    labels = tuple(dict.fromkeys(exact["label"]))
+    ex = _plans(exact).sort_values("objective").groupby(["instance", "budget_s"], sort=False)
+    ex_best = ex.first()[["objective", "label"]].rename(columns={"objective": "exact",
+                                                                  "label": "by"})
+    po = _plans(mine).groupby(["instance", "budget_s"])["objective"].min().rename("portfolio")
+    cells = ex_best.join(po, how="left")
+    cells = cells.reindex([k for k in dict.fromkeys(zip(df["instance"], df["budget_s"],
+                                                        strict=True)) if k in cells.index])
+    worse = cells["portfolio"].isna() | (cells["portfolio"] > cells["exact"] * (1 + REL_TOL))
+    better = cells["portfolio"] < cells["exact"] * (1 - REL_TOL)
+    failed = cells[worse].assign(excess=(cells["portfolio"] - cells["exact"]) / cells["exact"])
+    failed = failed.sort_values("excess", ascending=False, na_position="first")
+    out = [{"instance": i, "budget_s": float(b), "exact": float(r["exact"]), "by": r["by"],
+            "portfolio": None if pd.isna(r["portfolio"]) else float(r["portfolio"])}
+           for (i, b), r in failed.iterrows()]
+    return PortfolioComparison(len(cells), int((~worse).sum()), int(better.sum()), labels, out)
+
+
+@dataclass(frozen=True)
+class WarmStartComparison:
+    """Proof times of the same solver cold and warm-started, where both proved optimality."""
+
+    pairs: int
+    faster: int
+    slower: int
+    ratios: list[float]
+
+    def sentence(self) -> str:
+        if not self.pairs:
+            return "No solver proved optimality both cold and warm-started."
+        lo, hi = min(self.ratios), max(self.ratios)
+        return (f"Of the {self.pairs} instance-and-solver pairs proven optimal both cold and "
+                f"warm-started, the warm-started proof took less wall time in {self.faster} and "
+                f"more in {self.slower} (warm / cold time {lo:.2f}-{hi:.2f}; the memetic slice "
+                "is counted, and timings come from a shared machine).")
+
+
+def warm_vs_cold(rows: Sequence[Row]) -> WarmStartComparison:
+    """Pair each warm-started run with the same solver's cold run on the same instance."""
+    df = frame(rows)
+    df["warm"] = [bool(r.get("warm_start")) for r in df["row"]]
+    opt = df[df["status"] == "optimal"]
+    cold = opt[~opt["warm"]].groupby(["instance", "solver"])["wall_s"].min().rename("cold")
+    warm = opt[opt["warm"]].groupby(["instance", "solver"])["wall_s"].min().rename("warm")
+    both = pd.concat([cold, warm], axis=1, join="inner")
+    ratios = [float(w / c) for c, w in zip(both["cold"], both["warm"], strict=True) if c]
+    return WarmStartComparison(len(both), int((both["warm"] < both["cold"]).sum()),
+                               int((both["warm"] > both["cold"]).sum()), ratios)
+
+
+def _builtin_source(source: str | None, name: str) -> bool:
+    from bench.experiments import EXPERIMENT_DIR
+
+    if not source:
+        return True
+    path = Path(source)
+    if path.name == f"{name}.toml" and path.parent.name == EXPERIMENT_DIR.name:
+        return True  # the shipped file, wherever the checkout was
+    return path.resolve() == (EXPERIMENT_DIR / f"{name}.toml").resolve()
+
+
+def reproduce_commands(rows: Sequence[Row], manifest: Mapping[str, Any], results: Path,
+                       report_dir: Path, order: Sequence[str]) -> list[str]:
+    """The commands that made the stored runs, then the report command.
+
+    Experiments from shipped files are named (one command per profile); an experiment
+    run from another file (the manifest records its ``source``) is run from that file.
+    """
+    exps = manifest.get("experiments", {})
+    groups: dict[tuple[str, str], list[str]] = {}
+    for name in order:
+        info = exps.get(name, {})
+        profile = str(info.get("profile") or next(
+            (r.get("profile") for r in rows if r["experiment"] == name), "full"))
+        source = info.get("source")
+        target = name if _builtin_source(source, name) else str(source)
+        groups.setdefault((profile, "file" if target != name else "name"), []).append(target)
+    out_dir = shlex.quote(str(results.parent))
+    lines = []
+    for (profile, _), targets in groups.items():
+        prof = "" if profile == "full" else f" --profile {profile}"
+        lines.append(f"geoplan bench run {' '.join(shlex.quote(t) for t in targets)}{prof} "
+                     f"--out {out_dir} --resume")
+    lines.append(f"geoplan bench report {shlex.quote(str(results))} --out "
+                 f"{shlex.quote(str(report_dir))}")
+    return lines
