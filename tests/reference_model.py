@@ -357,7 +357,8 @@ def price_order(instance: Json, order: Sequence[str], t_ref_ms: float | None = N
     gpus = [_gpu(instance, g) for g in order]
     idle = sum(float(g["idle_w"]) for g in gpus)
     dynamic = np.array([float(g["active_w"]) - float(g["idle_w"]) for g in gpus])
-    e_iter = t_iter_s * idle + M * (comp * dynamic).sum(axis=1)
+    with np.errstate(invalid="ignore"):  # inf * 0 W (a missing link, no idle power): nan
+        e_iter = t_iter_s * idle + M * (comp * dynamic).sum(axis=1)
     # Mem_q = n * (its per-layer bytes at this Q) + the LM head on the last stage.
     per_layer_b = stage_memory_bytes(instance, 1, Q, False, u)
     head_b = np.array([stage_memory_bytes(instance, 0, Q, q == Q - 1, u) for q in range(Q)])

@@ -9,11 +9,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from oracle import reference_optimum
 
 from formulations import cpsat
 from geoplan.cli import main
 from geoplan.cost import evaluate
-from geoplan.cost.batch import BatchEvaluator
 from geoplan.cost.normalise import resolve_normalisers
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
@@ -24,24 +24,11 @@ from geoplan.solving.core import Callbacks, SolveOptions, solve
 
 
 def enumerate_optimum(instance: Instance) -> tuple[float, Plan]:
-    """The exact optimum by pricing every plan (all GPU orders x all compositions of L)."""
-    n, L = instance.n, instance.layers
-    assert plan_space_size(n, L) <= 1_000_000
-    qmax = min(n, L)
-    gpus, counts, qs = [], [], []
-    for q in range(1, qmax + 1):
-        comps = [np.diff([0, *cut, L]) for cut in itertools.combinations(range(1, L), q - 1)]
-        for perm in itertools.permutations(range(n), q):
-            for c in comps:
-                gpus.append([*perm, *([0] * (qmax - q))])
-                counts.append([*c, *([0] * (qmax - q))])
-                qs.append(q)
-    G, C = np.array(gpus), np.array(counts)
-    res = BatchEvaluator(instance).evaluate_stages(G, C, np.array(qs))
-    k = int(np.argmin(res.objective))
-    assert np.isfinite(res.objective[k]), "the oracle found no feasible plan"
-    plan = Plan.from_indices(instance, G[k, : qs[k]], C[k, : qs[k]])
-    return float(res.objective[k]), plan
+    """The exact optimum by the reference enumerator (every GPU order x every composition)."""
+    assert plan_space_size(instance.n, instance.layers) <= 1_000_000
+    opt, plan, _ = reference_optimum(instance)
+    assert plan is not None, "the oracle found no feasible plan"
+    return opt, plan
 
 
 # --------------------------------------------------------------------------- instances

@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 import pyomo.environ as pyo
 import pytest
+from oracle import reference_optimum, reference_space
 
 from formulations import milp
 from geoplan.cost import evaluate
-from geoplan.cost.batch import MEMORY, BatchEvaluator
 from geoplan.cost.normalise import resolve_normalisers
 from geoplan.model.generators import by_family
 from geoplan.model.instance import Instance
@@ -87,34 +87,14 @@ def metro5(lam: float = 1.0) -> Instance:
 # --------------------------------------------------------------------------- enumeration
 
 
-def enumerate_plans(instance: Instance) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
-    """Every plan (ordered distinct GPUs x compositions of L), priced in one batch."""
-    N, L = instance.n, instance.layers
-    qmax = min(N, L)
-    gs, cs, qs = [], [], []
-    for q in range(1, qmax + 1):
-        perms = np.array(list(itertools.permutations(range(N), q)), dtype=np.int64)
-        comps = np.array(
-            [np.diff((0, *cuts, L)) for cuts in itertools.combinations(range(1, L), q - 1)],
-            dtype=np.int64,
-        )
-        G = np.zeros((len(perms) * len(comps), qmax), dtype=np.int64)
-        C = np.zeros_like(G)
-        G[:, :q] = np.repeat(perms, len(comps), axis=0)
-        C[:, :q] = np.tile(comps, (len(perms), 1))
-        gs.append(G)
-        cs.append(C)
-        qs.append(np.full(len(G), q, dtype=np.int64))
-    G, C, Q = np.concatenate(gs), np.concatenate(cs), np.concatenate(qs)
-    return G, C, Q, BatchEvaluator(instance).evaluate_stages(G, C, Q)
+# Every plan (ordered distinct GPUs x compositions of L) comes priced from the reference
+# enumerator (tests/reference_model.py): oracle.reference_space / reference_optimum.
 
 
 def optimum(instance: Instance) -> tuple[float, Plan]:
-    G, C, Q, res = enumerate_plans(instance)
-    k = int(np.argmin(res.objective))
-    assert math.isfinite(res.objective[k]), "the test instance has no feasible plan"
-    plan = Plan.from_indices(instance, G[k, : Q[k]], C[k, : Q[k]])
-    return float(res.objective[k]), plan
+    best, plan, _ = reference_optimum(instance)
+    assert plan is not None and math.isfinite(best), "the test instance has no feasible plan"
+    return best, plan
 
 
 CASES = [
@@ -157,8 +137,9 @@ def test_memory_binds_in_memory_instance() -> None:
     """The memory instance is a real test: some memory-infeasible plan is faster."""
     inst = memory_bound(1.0)
     best, _ = optimum(inst)
-    _, _, _, res = enumerate_plans(inst)
-    assert np.any((res.status == MEMORY) & (res.t_iter_ms < best))
+    space = reference_space(inst)
+    # Linked both ways but over memory, and faster than the optimum.
+    assert np.any(space.links_ok & ~space.memory_ok & (space.t_iter_ms < best))
 
 
 def test_milp_without_helpers_is_still_exact() -> None:
@@ -203,16 +184,16 @@ def test_every_plan_satisfies_model_and_cuts(name: str, factory: Any, lam: float
     data = milp.prepare(inst)
     data, _ = milp.tighten(data, deadline=math.inf)
     model = milp.build_model(inst, data=data)
-    G, C, Q, res = enumerate_plans(inst)
-    feasible = np.flatnonzero(res.feasible)
+    space = reference_space(inst)
+    feasible = np.flatnonzero(space.feasible)
     rng = np.random.default_rng(0)
     picks = set(rng.choice(feasible, size=min(150, len(feasible)), replace=False).tolist())
-    picks.add(int(np.argmin(res.objective)))
+    picks.add(int(np.argmin(space.objective)))
     for k in sorted(picks):
-        plan = Plan.from_indices(inst, G[k, : Q[k]], C[k, : Q[k]])
+        plan = Plan.from_dict(space.plan(k))
         canon = milp.canonical_plan(data, plan)
         price = evaluate(inst, canon)
-        assert price.feasible and price.objective <= res.objective[k] * (1 + 1e-12)
+        assert price.feasible and price.objective <= space.objective[k] * (1 + 1e-12)
         values = milp.start_values(model, canon)
         assert values is not None, f"plan {canon} not expressible"
         assert _violated(model, values) == [], f"plan {canon}"
@@ -223,14 +204,14 @@ def test_every_plan_satisfies_model_and_cuts(name: str, factory: Any, lam: float
 def test_incumbent_bounds_keep_better_plans() -> None:
     """With bounds from a known plan, every plan at least as good still fits the model."""
     inst = resolve_normalisers(geo5(1.0))
-    G, C, Q, res = enumerate_plans(inst)
-    order = np.argsort(res.objective)
-    ref = float(res.objective[order[20]])  # a good, not optimal, plan
+    space = reference_space(inst)
+    order = np.argsort(space.objective)
+    ref = float(space.objective[order[20]])  # a good, not optimal, plan
     data, _ = milp.tighten(milp.prepare(inst, ref), deadline=math.inf)
     model = milp.build_model(inst, data=data)
     assert data.tmax_ub < milp.prepare(inst).tmax_ub  # the bound did tighten something
     for k in order[:21]:
-        canon = milp.canonical_plan(data, Plan.from_indices(inst, G[k, : Q[k]], C[k, : Q[k]]))
+        canon = milp.canonical_plan(data, Plan.from_dict(space.plan(int(k))))
         values = milp.start_values(model, canon)
         assert values is not None and _violated(model, values) == []
 
@@ -284,13 +265,13 @@ def test_warm_start_accepted_and_traced() -> None:
 
 def test_warm_start_worse_plan_and_infeasible_plan() -> None:
     inst = resolve_normalisers(memory_bound(1.0))
-    G, C, Q, res = enumerate_plans(inst)
-    worst = int(np.argmax(np.where(res.feasible, res.objective, -np.inf)))
-    poor = Plan.from_indices(inst, G[worst, : Q[worst]], C[worst, : Q[worst]])
+    space = reference_space(inst)
+    worst = int(np.argmax(np.where(space.feasible, space.objective, -np.inf)))
+    poor = Plan.from_dict(space.plan(worst))
     r = solve(inst, "milp", seed=0, time_limit=30, threads=1, warm_start=poor,
               params={"heuristic": False})
     assert r.info["warm_start_accepted"] is True
-    assert r.status == "optimal" and r.objective < res.objective[worst]
+    assert r.status == "optimal" and r.objective < space.objective[worst]
     # A memory-infeasible plan cannot be a start.
     bad = Plan.from_pairs([("f0", 16)])
     assert not evaluate(inst, bad).feasible
@@ -332,8 +313,7 @@ def test_infeasible_links() -> None:
             _gpu("r", 100, 8, 60, 400, "C")]
     links = [_link("p", "r", 10, 5), _link("q", "r", 10, 5)]  # r -> p, r -> q missing
     inst = _instance(gpus, links, layers=16)
-    *_, res = enumerate_plans(inst)
-    assert not res.feasible.any()
+    assert not reference_space(inst).feasible.any()
     r = solve(inst, "milp", seed=0, time_limit=30, threads=1)
     assert r.status == "infeasible"
     assert r.plan is None and "no plan" in (r.message or "")
@@ -346,8 +326,7 @@ def test_infeasible_proven_by_highs() -> None:
             _gpu("r", 100, 2, 60, 400, "C")]
     links = [_link(a, b, 10, 5) for a, b in (("p", "r"), ("r", "p"), ("q", "r"), ("r", "q"))]
     inst = _instance(gpus, links, layers=15)
-    *_, res = enumerate_plans(inst)
-    assert not res.feasible.any()
+    assert not reference_space(inst).feasible.any()
     data = milp.prepare(inst)
     assert data.gpus and math.isfinite(data.tmax_lb)  # not caught before the search
     r = solve(inst, "milp", seed=0, time_limit=30, threads=1)

@@ -9,9 +9,9 @@ import random
 import numpy as np
 import pytest
 import reference_model as ref
+from oracle import reference_optimum
 
 from geoplan.cost import evaluate
-from geoplan.cost.batch import BatchEvaluator
 from geoplan.cost.normalise import resolve_normalisers
 from geoplan.cost.split import ObjectiveWeights, Splitter, optimal_split
 from geoplan.errors import InputError
@@ -20,20 +20,10 @@ from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
 
 
-def _compositions(layers: int, parts: int) -> np.ndarray:
-    cuts = list(itertools.combinations(range(1, layers), parts - 1))
-    return np.array([np.diff([0, *c, layers]) for c in cuts], dtype=np.int64).reshape(-1, parts)
-
-
 def _best_by_enumeration(inst: Instance, seq: list[int]) -> float:
-    """min over every composition, priced by the shared batch evaluator (not by split.py)."""
-    q = len(seq)
-    if q > inst.layers:
-        return np.inf
-    comps = _compositions(inst.layers, q)
-    G = np.tile(np.asarray(seq, dtype=np.int64), (len(comps), 1))
-    res = BatchEvaluator(inst).evaluate_stages(G, comps, np.full(len(comps), q))
-    return float(res.objective.min())
+    """min over every composition of L into len(seq) stages on the GPUs ``seq``, by the
+    reference enumerator (inf when none is feasible, or when len(seq) > L)."""
+    return reference_optimum(inst, [seq])[0]
 
 
 def _random_instances(count: int, seed: int, max_n: int = 5, max_l: int = 10) -> list[Instance]:

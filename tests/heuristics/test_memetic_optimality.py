@@ -1,21 +1,19 @@
 """The MA finds the exact optimum (10 of 10 seeds) wherever f(N, L) <= 2e6.
 
-The optimum comes from a tiny independent enumerator: every (Q, composition,
-ordered GPU tuple) priced by the shared batch evaluator, the winner re-priced
-by the scalar evaluator. Each MA run uses the default parameters and stopping
+The optimum comes from the independent reference enumerator
+(tests/reference_model.py: every ordered GPU tuple and composition priced), its
+plan re-priced by the scalar evaluator. Each MA run uses the default parameters and stopping
 rules, plus a stop at the known optimum, which only cuts a run short once it
 has succeeded (the criteria draw no random numbers).
 """
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
+from oracle import reference_optimum
 
 from geoplan.cost import evaluate
-from geoplan.cost.batch import BatchEvaluator
 from geoplan.model.generators import by_family
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
@@ -27,25 +25,11 @@ SEEDS = range(10)
 
 
 def brute_force(inst: Instance) -> tuple[float, Plan, int]:
-    """(optimum, an optimal plan, number of plans enumerated)."""
-    ev = BatchEvaluator(inst)
-    n, L = inst.n, inst.layers
-    best, arg, total = np.inf, None, 0
-    for q in range(1, min(n, L) + 1):
-        comps = np.array([np.diff((0, *cuts, L)) for cuts in itertools.combinations(range(1, L),
-                                                                                    q - 1)])
-        perms = np.array(list(itertools.permutations(range(n), q)))
-        G = np.repeat(perms, len(comps), axis=0)
-        C = np.tile(comps, (len(perms), 1))
-        obj = ev.evaluate_stages(G, C, np.full(len(G), q)).objective
-        total += len(G)
-        i = int(np.argmin(obj))
-        if obj[i] < best:
-            best, arg = float(obj[i]), (G[i], C[i])
-    assert arg is not None, "instance without a feasible plan"
-    plan = Plan.from_indices(inst, *arg)
+    """(optimum, an optimal plan, number of plans enumerated) by the reference enumerator."""
+    best, plan, r = reference_optimum(inst)
+    assert plan is not None, "instance without a feasible plan"
     assert np.isclose(evaluate(inst, plan).objective, best)
-    return best, plan, total
+    return best, plan, r.plans
 
 
 def _hits(inst: Instance, optimum: float) -> list[float]:
