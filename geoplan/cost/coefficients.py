@@ -141,6 +141,7 @@ def build_coefficients(instance: Instance, u: int) -> Coefficients:
         mem_w=4.0 * m.params_per_layer * kappa,
         mem_a=t.activation_factor * kappa * u * T * H,
         mem_last=4.0 * m.params_lm_head * kappa + 2.0 * kappa * u * T * V,
+        overhead_ms=float(t.stage_overhead_ms),
         **arrays,
     )
 
