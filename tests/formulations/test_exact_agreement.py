@@ -1,8 +1,10 @@
 """All four exact methods agree on small instances, and no bound exceeds the optimum.
 
-Brute force is the reference (it prices every plan with the shared batch
-evaluator). Instances are small (f(N, L) <= 1e6), cover lambda 0, 0.5 and 1,
-and in some the memory limit binds (the unconstrained optimum would not fit).
+The expected optimum comes from the independent reference enumerator
+(tests/reference_model.py), which brute force must match too; every returned plan
+is re-priced by the reference evaluator. Instances are small (f(N, L) <= 1e6), cover
+lambda 0, 0.5 and 1, and in some the memory limit binds (the unconstrained optimum would
+not fit).
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import copy
 
 import pytest
+import reference_model as ref
+from oracle import normalisers, reference_optimum
 
 from geoplan.cost import evaluate
 from geoplan.model.generators import by_family
@@ -63,18 +67,20 @@ CASES = _cases()
 def test_exact_methods_agree(name: str, data: dict) -> None:
     inst = Instance.from_dict(data)
     assert plan_space_size(inst.n, inst.layers) <= 1_000_000
-    ref = solve(inst, "bruteforce", seed=0, time_limit=60, threads=1)
-    assert ref.status == "optimal", ref.message
-    optimum = ref.objective
-    for method in EXACT:
+    optimum, _, _ = reference_optimum(inst)
+    t_ref, e_ref = normalisers(inst)
+    for method in ("bruteforce", *EXACT):
         res = solve(inst, method, seed=0, time_limit=60, threads=1)
         assert res.status == "optimal", f"{method}: {res.status} {res.message}"
-        tol = 1e-6
+        tol = 1e-9 if method == "bruteforce" else 1e-6
         if method == "cpsat":
             tol = max(tol, res.info["scaling"]["tolerance"])
         assert res.objective == pytest.approx(optimum, rel=tol), method
-        # The evaluator's price of the returned plan is the reported objective.
-        assert evaluate(inst, res.plan).objective == res.objective
+        # The reference prices the returned plan as the reported objective, and finds it
+        # feasible (res.objective is geoplan's own evaluator by construction).
+        priced = ref.evaluate_ref(inst.to_dict(), res.plan.to_dict(), t_ref, e_ref)
+        assert priced.feasible, (method, priced.violations)
+        assert priced.objective == pytest.approx(res.objective, rel=1e-9), method
         # A bound never exceeds the true optimum.
         assert res.lower_bound <= optimum * (1 + 1e-9), method
 
@@ -83,7 +89,9 @@ def test_memory_binds_in_tight_cases() -> None:
     """The tight variants really bind: the loose optimum does not fit them."""
     loose = Instance.from_dict(by_family("paper", 4, 8, 3))
     tight = Instance.from_dict(_tight_memory(by_family("paper", 4, 8, 3), 2))
-    best_loose = solve(loose, "bruteforce", seed=0, time_limit=60, threads=1)
-    assert not evaluate(tight, best_loose.plan).feasible
-    best_tight = solve(tight, "bruteforce", seed=0, time_limit=60, threads=1)
-    assert best_tight.objective > best_loose.objective
+    best_loose, plan_loose, _ = reference_optimum(loose)
+    assert plan_loose is not None
+    assert not evaluate(tight, plan_loose).feasible
+    assert not ref.evaluate_ref(tight.to_dict(), plan_loose.to_dict()).feasible
+    best_tight, _, _ = reference_optimum(tight)
+    assert best_tight > best_loose
