@@ -205,10 +205,17 @@ def test_throughput_bench_samples_decodable_plans_and_runs() -> None:
         assert len(groups) == len(set(groups)) and all(0 <= g < 8 for g in groups)
         qs.add(len(groups))
     assert min(qs) == 1 and max(qs) == 8  # every stage count occurs
-    r = measure(n_gpus=8, layers=12, population=32, runs=1, pools=2, min_seconds=0.01,
+    r = measure(n_gpus=8, layers=12, population=32, runs=3, pools=2, min_seconds=0.01,
                 scalar_plans=10)
+    assert (r["n_gpus"], r["layers"], r["population"], r["runs"]) == (8, 12, 32, 3)
     assert r["batch_plans_per_s"] > 0 and r["scalar_plans_per_s"] > 0
-    assert r["ratio"] == pytest.approx(r["batch_plans_per_s"] / r["scalar_plans_per_s"])
+    # The median of the runs lies between their extremes.
+    assert r["batch_min_plans_per_s"] <= r["batch_plans_per_s"] <= r["batch_max_plans_per_s"]
+    # The compiled kernel beats the explaining scalar evaluator (by orders of magnitude;
+    # 1x leaves room for a loaded machine).
+    assert r["ratio"] > 1
+    # Sampled plans are real ones: some fit, and the fraction is a fraction.
+    assert 0 < r["feasible_fraction"] <= 1
 
 
 @pytest.mark.parametrize(("cap_bytes", "fits"), [(516e6, True), (516e6 - 1.0, False),
