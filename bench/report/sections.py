@@ -10,6 +10,7 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -36,7 +37,7 @@ from bench.report.tables import (
 )
 from bench.report.text import portfolio_vs_exact, warm_vs_cold
 
-__all__ = ["RENDERERS", "generic", "versus_frame"]
+__all__ = ["RENDERERS", "Frontier", "frontier", "generic", "types", "versus_frame"]
 
 Row = dict[str, Any]
 
@@ -255,7 +256,8 @@ def _pipeline(ctx: Ctx, panels: Sequence[tuple[str, Row]], name: str) -> str:
     return ctx.figure(plot_pipeline, name, inst, plans)
 
 
-def _types(ctx: Ctx, r: Row) -> str:
+def types(ctx: Ctx, r: Row) -> str:
+    """The GPU types of a run's plan: '5x A100-PCIe-40GB, 2x A30'."""
     inst = ctx.instance(r)
     if inst is None or not r.get("plan"):
         return DASH
@@ -264,9 +266,28 @@ def _types(ctx: Ctx, r: Row) -> str:
     return ", ".join(f"{k}x {t}" for t, k in sorted(c.items()))
 
 
-def _energy(ctx: Ctx, rows: list[Row], info: Mapping[str, Any]) -> list[str]:
-    rep = info.get("report", {})
-    ours = rep.get("ours", "MA")
+@dataclass(frozen=True)
+class Frontier:
+    """The energy-time frontier of one solver: its best run per lambda, and the knee."""
+
+    per: list[tuple[float, Row | None, list[Row]]]
+    ref: Row | None
+    t_ref: float | None
+    e_ref: float | None
+    norm_by: str | None
+    t1: float | None
+    e1: float | None
+    knee: int | None
+    knee_lam: float | None
+
+    @property
+    def plans(self) -> list[tuple[float, Row]]:
+        """(lambda, best run) for every lambda with a plan, by lambda."""
+        return [(lam, b) for lam, b, _ in self.per if b is not None]
+
+
+def frontier(rows: Sequence[Row], ours: str) -> Frontier:
+    """Best run of ``ours`` per instance (one a lambda), normalisers, knee (normalised axes)."""
     mine = [r for r in rows if r["label"] == ours]
     per: list[tuple[float, Row | None, list[Row]]] = []
     for _, lr in sorted(group(mine, "instance").items(),
@@ -275,14 +296,22 @@ def _energy(ctx: Ctx, rows: list[Row], info: Mapping[str, Any]) -> list[str]:
     ref = next((r for _, r, _ in per if r is not None), None)
     t_ref = ref.get("t_ref_ms") if ref else None
     e_ref = ref.get("e_ref_j") if ref else None
-    norm_by = ref.get("normalised_by") if ref else None
     one = next((b for lam, b, _ in per if lam == 1.0 and b is not None), None)
-    t1 = one["t_iter_ms"] if one else None
-    e1 = one["e_iter_j"] if one else None
     pts = [(b["t_iter_ms"] / (t_ref or 1), b["e_iter_j"] / (e_ref or 1)) for _, b, _ in per if b]
     k = knee_index(pts)
     ok_lams = [lam for lam, b, _ in per if b]
-    knee_lam = ok_lams[k] if k is not None else None
+    return Frontier(per, ref, t_ref, e_ref, ref.get("normalised_by") if ref else None,
+                    one["t_iter_ms"] if one else None, one["e_iter_j"] if one else None,
+                    k, ok_lams[k] if k is not None else None)
+
+
+def _energy(ctx: Ctx, rows: list[Row], info: Mapping[str, Any]) -> list[str]:
+    rep = info.get("report", {})
+    ours = rep.get("ours", "MA")
+    fr = frontier(rows, ours)
+    per, ref, t_ref, e_ref, norm_by = fr.per, fr.ref, fr.t_ref, fr.e_ref, fr.norm_by
+    t1, e1, k, knee_lam = fr.t1, fr.e1, fr.knee, fr.knee_lam
+    pts = [(b["t_iter_ms"] / (t_ref or 1), b["e_iter_j"] / (e_ref or 1)) for _, b in fr.plans]
     body = []
     for lam, b, lr in per:
         if b is None:
@@ -295,10 +324,10 @@ def _energy(ctx: Ctx, rows: list[Row], info: Mapping[str, Any]) -> list[str]:
                      fmt(b["e_iter_j"]), pct(dt), pct(de),
                      fmt(b["t_iter_ms"] / t_ref, 3) if t_ref else DASH,
                      fmt(b["e_iter_j"] / e_ref, 3) if e_ref else DASH,
-                     _types(ctx, b), f"{same}/{len(lr)}"])
+                     types(ctx, b), f"{same}/{len(lr)}"])
     if t_ref and e_ref:
         nrec = (ref or {}).get("normaliser") or {}
-        gpus = _types(ctx, {**ref, "plan": nrec["plan"]}) if ref and nrec.get("plan") else DASH
+        gpus = types(ctx, {**ref, "plan": nrec["plan"]}) if ref and nrec.get("plan") else DASH
         body.append([f"{norm_by} (reference)", fmt(t_ref), fmt(e_ref),
                      pct(100 * (t_ref - t1) / t1 if t1 else None),
                      pct(100 * (e_ref - e1) / e1 if e1 else None), "1.000", "1.000", gpus,
@@ -469,11 +498,12 @@ def _anytime_figures(ctx: Ctx, rows: list[Row], labels: list[str], order: list[s
         if not ir or lb is None:
             continue
         key = f"{spec(ir[0], 'generator', '?')}, L = {ir[0]['layers']}"
-        for lab, lr in group(ir, "label").items():
-            b = best(lr)
+        by_label = group(ir, "label")
+        for lab in labels:
+            b = best(by_label.get((lab,), []))
             if b is not None:
                 gap = 100 * (b["objective"] - lb) / b["objective"]
-                panels.setdefault(key, {}).setdefault(lab[0], []).append((ir[0]["n"], gap))
+                panels.setdefault(key, {}).setdefault(lab, []).append((ir[0]["n"], gap))
     if panels:
         md = ctx.figure(plot_gap_vs_n, "gap_vs_n.png", panels)
         if md:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.experiments import parse_experiment
 from bench.execution import ResultsFile, run_experiments
+from bench.experiments import parse_experiment
 from geoplan.errors import InputError
 from geoplan.model.instance import Instance
 from geoplan.solving.core import solve

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from bench.execution import FAILED
 from bench.experiments.paper import PAPER
 from bench.report import ci95, knee_index, load_results, write_report
-from bench.execution import FAILED
 from geoplan.cli import main
 
 OK = ("optimal", "feasible")

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import geoplan.solving.core as registry
-from bench.experiments import parse_experiment
 from bench.execution import ResultsFile, execute, run_experiments
+from bench.experiments import parse_experiment
 from geoplan.cost import evaluate
 from geoplan.errors import InputError
 from geoplan.model.instance import Instance
