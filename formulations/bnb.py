@@ -6,16 +6,20 @@ is priced as a complete plan with the exact split of :mod:`geoplan.cost.split`
 :meth:`geoplan.cost.split.Splitter.prefix_bound`; children (one more GPU,
 linked both ways to ``g_p``) are explored depth first, best bound first.
 
-Two reductions keep optimal plans in the tree while cutting the rest:
+Two reductions keep optimal plans in the tree while cutting the rest, both
+from the one rule of :mod:`geoplan.cost.dominance` (conditions and proof there):
 
-* symmetry: GPUs identical in compute, memory, power and every link to and from
-  every other GPU are interchangeable; only the lowest-index unused member of
+* symmetry: classes of pairwise identical GPUs (equal compute, memory caps,
+  power where energy counts, links to and from every third GPU, and the same
+  link time both ways between them); only the lowest-index unused member of
   each class is branched on;
-* dominance: if GPU ``i`` is at least as good as ``j`` in every respect that
-  could matter (compute, memory, power where energy counts, links to and from
-  every third GPU) and ranks before it, some optimal plan that uses ``j`` also
-  uses ``i``; so a prefix using ``j`` but not ``i`` is not a leaf and forces
-  ``i`` into its bound.
+* dominance: if GPU ``i`` dominates ``j`` (no worse in each of those, links
+  no slower) and ranks before it, some optimal plan that uses ``j`` also uses
+  ``i``; so a prefix using ``j`` but not ``i`` is not a leaf and forces ``i``
+  into its bound.
+
+The root's children are also floored by a global objective bound
+(:func:`root_bound`, from :mod:`geoplan.cost.bounds`).
 
 The depth-first search runs in a compiled kernel in slices of nodes; between
 slices Python checks the time limit, records the trace and calls the
@@ -28,19 +32,24 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 from numba import njit
 
+from geoplan.cost import bounds
+from geoplan.cost.dominance import Dominance, dominance_of
 from geoplan.cost.kernel import price_stages
 from geoplan.cost.split import Splitter, link_floors, prefix_bound, split_sequence
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
 from geoplan.solving.core import SolveOptions
+from geoplan.solving.params import SolverParams, param
+from geoplan.solving.registry import SolverSpec
 from geoplan.solving.result import Outcome, TraceRow
 
-__all__ = ["dominance", "solve", "symmetry_classes"]
+__all__ = ["SPEC", "BnbParams", "dominance", "solve", "symmetry_classes"]
 
 _INF = np.inf
 _DONE, _BUDGET, _IMPROVED = 0, 1, 2
@@ -49,70 +58,50 @@ _DONE, _BUDGET, _IMPROVED = 0, 1, 2
 # --------------------------------------------------------------------------- reductions
 
 
-def symmetry_classes(sp: Splitter) -> np.ndarray:
-    """Class id per GPU: equal compute, memory, power and links to/from every other GPU."""
-    n = sp.n
-    comp, cap, idle, act, comm = sp.comp, sp.mem_cap, sp.idle_w, sp.active_w, sp.comm
-
-    def same(i: int, j: int) -> bool:
-        if comp[i] != comp[j] or cap[i] != cap[j] or idle[i] != idle[j] or act[i] != act[j]:
-            return False
-        if comm[i, j] != comm[j, i]:
-            return False
-        others = [k for k in range(n) if k != i and k != j]
-        return bool(
-            np.array_equal(comm[i, others], comm[j, others])
-            and np.array_equal(comm[others, i], comm[others, j])
-        )
-
-    cls = np.full(n, -1, dtype=np.int64)
-    members: list[list[int]] = []
-    for i in range(n):
-        for c, mem in enumerate(members):
-            # Check every member, not just one: equality of rows is only
-            # transitive once the pairwise links are equal too.
-            if all(same(i, j) for j in mem):
-                cls[i] = c
-                mem.append(i)
-                break
-        else:
-            cls[i] = len(members)
-            members.append([i])
-    return cls
+def _rule(sp: Splitter) -> Dominance:
+    """The one dominance rule of :mod:`geoplan.cost.dominance` for this instance."""
+    return dominance_of(sp.coefficients, sp.layers, bool(sp.weights.b > 0))
 
 
-def dominance(sp: Splitter) -> np.ndarray:
-    """``succ[i, j]``: some optimal plan using ``j`` also uses ``i`` (a strict order).
+def symmetry_classes(sp: Splitter, rule: Dominance | None = None) -> np.ndarray:
+    """Class id per GPU: cliques of pairwise identical GPUs (:meth:`Dominance.classes`).
 
-    ``i`` dominates ``j`` when it computes no slower, holds at least as many
-    layers in every position of every pipeline length (the integer memory
-    caps), draws no more idle power and no more active energy per layer (only
-    when energy is in the objective), and its link to and from every third GPU
-    is no slower: then replacing ``j`` by an unused ``i`` never costs more.
-    The relation is intersected with a strict total order (a key, then the
-    index) so that a chain of such replacements ends.
+    Only the lowest-index unused member of a class is branched on; valid by
+    move S of :mod:`geoplan.cost.dominance` (identical GPUs swap at no cost).
     """
-    n = sp.n
-    comp, idle, dyn, comm = sp.comp, sp.idle_w, sp.active_w - sp.idle_w, sp.comm
-    caps = np.vstack([sp.capmid[1 : sp.qmax + 1], sp.caplast[1 : sp.qmax + 1]])
-    energy = sp.weights.b > 0
-    key = [(comp[i], idle[i] if energy else 0.0, dyn[i] * comp[i] if energy else 0.0,
-            -sp.mem_cap[i], i) for i in range(n)]
-    succ = np.zeros((n, n), dtype=np.bool_)
-    for i in range(n):
-        for j in range(n):
-            if i == j or not key[i] < key[j]:
-                continue
-            if comp[i] > comp[j] or np.any(caps[:, i] < caps[:, j]):
-                continue
-            if energy and (idle[i] > idle[j] or dyn[i] * comp[i] > dyn[j] * comp[j]):
-                continue
-            others = [k for k in range(n) if k != i and k != j]
-            if np.all(comm[i, others] <= comm[j, others]) and np.all(
-                comm[others, i] <= comm[others, j]
-            ):
-                succ[i, j] = True
-    return succ
+    return (_rule(sp) if rule is None else rule).classes()
+
+
+def dominance(sp: Splitter, rule: Dominance | None = None) -> np.ndarray:
+    """``succ[i, j]``: some optimal plan using ``j`` also uses ``i`` (:meth:`Dominance.matrix`).
+
+    The pairs are oriented by the rule's total order, which ranks identical
+    GPUs by index, so that together with :func:`symmetry_classes` one plan
+    satisfies both reductions (proof in :mod:`geoplan.cost.dominance`).
+    """
+    return (_rule(sp) if rule is None else rule).matrix()
+
+
+def root_bound(sp: Splitter, cluster: np.ndarray | None = None) -> float:
+    """A lower bound on the objective of every plan (``bounds.objective_lower_bound``).
+
+    The floor of every root child's bound (their prefix bounds are valid on
+    their own; the larger of two valid bounds is valid). 0 when no plan exists.
+    ``cluster``: a partition of the GPUs (:func:`geoplan.cost.bounds.clusters`).
+    """
+    c = sp.coefficients
+    cluster = np.zeros(sp.n, np.int64) if cluster is None else cluster
+    relax = bounds.Relaxation.from_coefficients(c, sp.layers, cluster, sp.qmax)
+    comm = c.comm_ms[np.isfinite(c.comm_ms)]
+    tw = bounds.tmax_worst(float(np.max(c.comp_ms)), float(comm.max()) if comm.size else 0.0,
+                           sp.layers, float(c.overhead_ms))
+    tlb = relax.tmax_bounds(tw)
+    if not tlb:
+        return 0.0
+    slb = relax.sum_bounds(sorted(tlb))
+    val = bounds.objective_lower_bound(c, sp.layers, sp.weights.a, sp.weights.b, tlb, slb,
+                                       relax.mid)
+    return max(0.0, val) if np.isfinite(val) else 0.0
 
 
 # --------------------------------------------------------------------------- kernel
@@ -291,12 +280,13 @@ class _Search:
         sp = self.sp
         return (sp.qmax, sp.layers, sp.comp, sp.comm, sp.overhead, sp.idle_w, sp.active_w)
 
-    def root(self) -> None:
+    def root(self, floor: float = 0.0) -> None:
+        """Expand the root; ``floor`` is a lower bound valid for every plan (:func:`root_bound`)."""
         sp = self.sp
         w = sp.weights
         _expand(0, self.path, self.used, self.domcnt, self.succ, self.prev_cls, self.forced,
                 self.lf, self.cand, self.cbound, self.nch, self.ptr, self.inc, self.factor,
-                self.pruned, 0.0, *self._common(), sp.capmid, sp.mb, w.a, w.b, *self.scratch)
+                self.pruned, floor, *self._common(), sp.capmid, sp.mb, w.a, w.b, *self.scratch)
 
     def run(self, budget: int) -> int:
         sp = self.sp
@@ -349,11 +339,20 @@ class _Search:
         return Plan.from_indices(instance, self.inc_seq[:q], self.inc_cnt[:q])
 
 
-def _flag(params: Any, key: str, default: bool) -> bool:
-    v = params.get(key, default)
-    if isinstance(v, str):
-        return v.strip().lower() not in ("0", "false", "no", "off")
-    return bool(v)
+@dataclass(frozen=True)
+class BnbParams(SolverParams):
+    """Parameters of ``bnb`` (``--param KEY=VALUE``)."""
+
+    LABEL: ClassVar[str] = "bnb"
+
+    symmetry: bool = param(True, "branch on one GPU of each class of interchangeable GPUs")
+    dominance: bool = param(True, "prune successors dominated by a no-worse GPU")
+    baseline_incumbent: bool = param(
+        True, "start from the Metis-default order, optimally split")
+    node_limit: int | None = param(None, "stop after this many nodes, like a time limit "
+                                   "(none: no limit)", at_least=0)
+    parallel_after: float = param(0.1, "seconds of single-threaded search before "
+                                  "--threads workers share the tree", at_least=0.0)
 
 
 def _infeasible_reason(sp: Splitter) -> str:
@@ -558,14 +557,14 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     trees stay deterministic and pay no thread start-up).
     """
     t0 = options.start
-    params = options.params
+    params = BnbParams.parse(options.params)
     sp = Splitter(instance)
-    use_sym = _flag(params, "symmetry", True)
-    use_dom = _flag(params, "dominance", True)
-    node_limit = params.get("node_limit")
-    node_limit = None if node_limit is None else int(node_limit)
+    use_sym = params.symmetry
+    use_dom = params.dominance
+    node_limit = params.node_limit
 
-    cls = symmetry_classes(sp) if use_sym else np.arange(sp.n, dtype=np.int64)
+    rule = _rule(sp) if use_sym or use_dom else None
+    cls = symmetry_classes(sp, rule) if use_sym else np.arange(sp.n, dtype=np.int64)
     prev_cls = np.full(sp.n, -1, dtype=np.int64)
     last_of: dict[int, int] = {}
     for i in range(sp.n):
@@ -573,7 +572,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         if c in last_of:
             prev_cls[i] = last_of[c]
         last_of[c] = i
-    succ = dominance(sp) if use_dom else np.zeros((sp.n, sp.n), dtype=np.bool_)
+    succ = dominance(sp, rule) if use_dom else np.zeros((sp.n, sp.n), dtype=np.bool_)
     search = _Search(sp, succ, prev_cls, options.gap)
     info: dict[str, Any] = {
         "symmetry_classes": len(last_of),
@@ -606,7 +605,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
                     accepted = True
                     search.offer(list(r.gpus), list(r.counts), r.objective)
         info["warm_start_accepted"] = accepted
-    if _flag(params, "baseline_incumbent", True):
+    if params.baseline_incumbent:
         from geoplan.cost.baseline import metis_default_plan
 
         base = metis_default_plan(instance)
@@ -618,8 +617,10 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         trace.append(TraceRow(now(), search.incumbent, None))
         cb.on_improvement(now(), search.incumbent, None)
 
-    search.root()
-    hand_over = float(params.get("parallel_after", 0.1)) if options.threads > 1 else _INF
+    floor = root_bound(sp, bounds.clusters(instance))
+    info["root_bound"] = floor
+    search.root(floor)
+    hand_over = params.parallel_after if options.threads > 1 else _INF
     status_code, timed_out = _sequential(search, options, node_limit, trace, t0, hand_over)
     n_threads = 1
     if status_code != _DONE and not timed_out and options.threads > 1:
@@ -664,3 +665,8 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         msg = f"relative gap target {options.gap:g} reached"
     return Outcome(plan, status, lower_bound=min(lb, inc), model_objective=inc, trace=trace,
                    info=info, message=msg)
+
+
+SPEC = SolverSpec("bnb", solve, "exact",
+                  "branch-and-bound over stage sequences with exact splits", warm_start=True,
+                  params=BnbParams)

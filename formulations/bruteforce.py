@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from itertools import combinations, permutations
 from math import comb
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -31,9 +32,11 @@ from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
 from geoplan.model.space import plan_space_size
 from geoplan.solving.core import SolveOptions
+from geoplan.solving.params import SolverParams, param
+from geoplan.solving.registry import SolverSpec
 from geoplan.solving.result import Outcome, TraceRow
 
-__all__ = ["DEFAULT_MAX_SPACE", "compositions", "solve"]
+__all__ = ["DEFAULT_MAX_SPACE", "SPEC", "BruteforceParams", "compositions", "solve"]
 
 DEFAULT_MAX_SPACE = 5e7
 _BLOCK = 1 << 20  # (GPU order, composition) pairs tested per block
@@ -62,12 +65,22 @@ def compositions(layers: int, parts: int, max_rows: int = 1 << 20) -> Iterator[n
             yield np.hstack([np.full((len(block), 1), first, np.int64), block])
 
 
+@dataclass(frozen=True)
+class BruteforceParams(SolverParams):
+    """Parameters of ``bruteforce`` (``--param KEY=VALUE``)."""
+
+    LABEL: ClassVar[str] = "bruteforce"
+
+    max_space: float = param(DEFAULT_MAX_SPACE, "refuse plan spaces f(N, L) larger than this",
+                             at_least=1.0)
+
+
 def solve(instance: Instance, options: SolveOptions) -> Outcome:
     """Enumerate and price every plan; ``params["max_space"]`` caps f(N, L)."""
     t0 = options.start
     N, L = instance.n, instance.layers
     size = plan_space_size(N, L)
-    cap = float(options.params.get("max_space", DEFAULT_MAX_SPACE))
+    cap = BruteforceParams.parse(options.params).max_space
     if size > cap:
         raise SolverError(
             f"bruteforce refuses: the plan space has f(N={N}, L={L}) = {size:,} plans, above "
@@ -154,3 +167,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     cb.on_improvement(now(), best, best)
     return Outcome(plan, "optimal", lower_bound=best, model_objective=best, trace=trace,
                    info=info)
+
+
+SPEC = SolverSpec("bruteforce", solve, "exact", "enumerates the whole plan space (memory-pruned)",
+                  params=BruteforceParams)

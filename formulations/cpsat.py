@@ -8,9 +8,9 @@ every coefficient is bounded relatively, so the model objective is within a
 stated relative tolerance of the evaluator's price and the reported bound is
 CP-SAT's bound shrunk by that tolerance. ``docs/cpsat.md`` writes the model out.
 
-Parameters (``options.params``): ``precision`` (target relative rounding error
-per coefficient; default: the finest of 1e-9, 1e-8, ... whose integers fit, see
-:func:`choose_scaling`), ``symmetry`` (dominance and identical-GPU symmetry
+Parameters (:class:`CpsatParams`, ``--param KEY=VALUE``): ``precision`` (target
+relative rounding error per coefficient; default: the finest of 1e-9, 1e-8, ... whose
+integers fit, see :func:`choose_scaling`), ``symmetry`` (dominance and identical-GPU symmetry
 breaking, default true), ``bounds`` (per-Q bottleneck and sum bounds and other
 redundant constraints, default true), ``baseline_cutoff`` (the Metis-default
 plan caps the objective, default true), ``log`` (CP-SAT search log on stdout,
@@ -24,23 +24,30 @@ import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
-from numba import njit
 from ortools.sat.python import cp_model
 
 from geoplan.cost import evaluate
+from geoplan.cost.bounds import Relaxation as _Relaxation
+from geoplan.cost.bounds import clusters, layer_cap_table, t_iter_bounds
+from geoplan.cost.dominance import dominance_of
+from geoplan.cost.weights import ObjectiveWeights
 from geoplan.errors import InputError, SolverError
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
 from geoplan.model.validation import validate
 from geoplan.solving.core import SolveOptions
+from geoplan.solving.params import SolverParams, param
+from geoplan.solving.registry import SolverSpec
 from geoplan.solving.result import Outcome, TraceRow
 
 __all__ = [
+    "SPEC",
     "UNSOUND_SUBSOLVERS",
     "CpsatModel",
+    "CpsatParams",
     "Scaling",
     "build_model",
     "choose_scaling",
@@ -134,17 +141,11 @@ class _Weights:
 
 def _weights(instance: Instance) -> _Weights:
     c = instance.coefficients()
-    o = instance.objective
-    if o.lam == 1.0:
-        a0, we = 1.0, 0.0
-    elif o.lam == 0.0:
-        a0, we = 0.0, 1.0
-    else:
-        if o.t_ref_ms is None or o.e_ref_j is None:
-            raise ValueError("normalisers not resolved: call resolve_normalisers first")
-        a0, we = o.lam / o.t_ref_ms, (1.0 - o.lam) / o.e_ref_j
+    ow = ObjectiveWeights.from_instance(instance)
+    a0, we = ow.a, ow.b
     m = float(c.micro_batches)
-    # E_iter = T/1000 * sum idle + M * sum dyn * n * comp / 1000 (cost-model.md, eq. 14).
+    # Mirrors geoplan.cost.kernel.iteration_energy:
+    # E_iter = T/1000 * sum idle + M * sum dyn * n * comp / 1000.
     a = we * c.idle_w / 1000.0
     b = we * m * c.dyn_w * c.comp_ms / 1000.0
     return _Weights(a0, np.asarray(a, dtype=float), np.asarray(b, dtype=float))
@@ -244,6 +245,7 @@ class CpsatModel:
     q_lits: dict[int, cp_model.IntVar] = field(default_factory=dict)
     relaxation: _Relaxation | None = None
     tmax_ub: int = 0
+    overhead_int: int = 0  # the stage overhead o in model time units
 
     # ------------------------------------------------------------------ plan <-> model
     def decode(self, value: Callable[[Any], int]) -> Plan:
@@ -261,7 +263,8 @@ class CpsatModel:
     def values_of(self, plan: Plan) -> dict[str, Any]:
         """The model's integer values for ``plan`` (tau, T, objective, ...); links must exist."""
         return _int_values(plan.gpu_indices(self.instance), plan.layer_counts, self.comp_int,
-                           self.comm_int, self.micro_batches, self.obj_coef)
+                           self.comm_int, self.micro_batches, self.obj_coef,
+                           self.overhead_int)
 
     def is_model_feasible(self, plan: Plan) -> bool:
         """Whether ``plan`` satisfies the model (links, memory, symmetry breaking)."""
@@ -324,7 +327,8 @@ class CpsatModel:
         changed = True
         while changed:
             changed = False
-            for i, j in self.dominance:
+            # Moves R and S of geoplan.cost.dominance (identical pairs are dominance pairs too).
+            for i, j in (*self.dominance, *self.identical):
                 if j in idx and i not in idx:
                     idx[idx.index(j)] = i
                     changed = True
@@ -344,8 +348,12 @@ def _int_values(
     cm: Mapping[tuple[int, int], int],
     m_count: int,
     obj_coef: tuple[int, dict[int, int], list[int]],
+    overhead: int = 0,
 ) -> dict[str, Any]:
-    """Integer tau per GPU, bottleneck, T_iter and objective of a stage list (model units)."""
+    """Integer tau per GPU, bottleneck, T_iter and objective of a stage list (model units).
+
+    Mirrors geoplan.cost.kernel.stage_terms and iteration_time in integer units.
+    """
     qn = len(idx)
     tau = [0] * len(cc)
     for k, (g, nk) in enumerate(zip(idx, counts, strict=True)):
@@ -354,7 +362,7 @@ def _int_values(
             t += cm[(g, idx[k + 1])]
         if k > 0:
             t += cm[(g, idx[k - 1])]
-        tau[g] = t
+        tau[g] = t + overhead
     tmax = max(tau)
     t_iter = sum(tau) + (m_count - 1) * tmax
     a0, a, b = obj_coef
@@ -379,183 +387,18 @@ def _usable(instance: Instance, plan: Plan, pairs: Sequence[tuple[int, int]]) ->
 
 
 def _caps(instance: Instance, q_max: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per-Q layer caps (rows 0..Qmax, row 0 unused), clipped to [0, L]."""
-    c = instance.coefficients()
-    L = instance.layers
-    mid = np.zeros((q_max + 1, instance.n), dtype=np.int64)
-    last = np.zeros_like(mid)
-    for q in range(1, q_max + 1):
-        mid[q] = np.clip(c.layer_caps(q, last=False), 0, L)
-        last[q] = np.clip(c.layer_caps(q, last=True), 0, L)
-    mid[0], last[0] = mid[1], last[1]
-    return mid, last
+    """Per-Q layer caps (rows 0..Qmax, row 0 unused), clipped to [0, L]:
+    :func:`geoplan.cost.bounds.layer_cap_table`."""
+    return layer_cap_table(instance.coefficients(), instance.layers, q_max)
 
 
-_NEG = -(2**62)
-
-
-@njit(cache=True)
-def _room(t: int, cost: int, cc: int, cap: int) -> int:  # pragma: no cover - compiled
-    """Layers a GPU can hold within bottleneck t when its links cost ``cost`` (-1: impossible)."""
-    if cost < 0 or t < cost + cc:
-        return 0
-    return min(cap, (t - cost) // cc)
-
-
-@njit(cache=True)
-def _best_fill(t, q, cc, roles, caps, member, k_need):  # pragma: no cover - compiled
-    """Most layers Q stages can hold within bottleneck t (a knapsack over GPUs and roles).
-
-    ``roles[i, r]`` is the least link time GPU i pays in role r (-1: impossible):
-    r = 0, 1, 2 a middle stage with 0, 1, 2 cross-cluster links, r = 3, 4 an end
-    stage with 0, 1. A plan has exactly two end stages and at least ``k_need``
-    cross-cluster link charges; only GPUs with ``member[i]`` take part.
-    """
-    cross = (0, 1, 2, 0, 1)
-    ends = (0, 0, 0, 1, 1)
-    best = np.full((q + 1, k_need + 1, 3), _NEG, np.int64)
-    best[0, 0, 0] = 0
-    for i in range(cc.shape[0]):
-        if not member[i]:
-            continue
-        new = best.copy()
-        for r in range(5):
-            room = _room(t, roles[i, r], cc[i], caps[i])
-            if room < 1:
-                continue
-            for c in range(1, q + 1):
-                for j in range(k_need + 1):
-                    jj = min(j + cross[r], k_need)
-                    for e in range(3 - ends[r]):
-                        b = best[c - 1, j, e]
-                        if b != _NEG and b + room > new[c, jj, e + ends[r]]:
-                            new[c, jj, e + ends[r]] = b + room
-        best = new
-    return best[q, k_need, 2]
-
-
-@njit(cache=True)
-def _fits(t, q, L, cc, roles, cluster, n_clusters, caps, last1, member, k_need, single_ok,
-          multi_ok):  # pragma: no cover - compiled
-    """Can a Q-stage plan with bottleneck <= t hold L layers? (a relaxation; see tmax_bounds)
-
-    Only GPUs with ``member[i]`` take part; ``single_ok``: the plan may stay in
-    one cluster; ``multi_ok``: it may visit several, with >= ``k_need`` charges.
-    """
-    n = cc.shape[0]
-    if q == 1:
-        for i in range(n):  # noqa: SIM110 - a plain loop compiles in numba
-            if member[i] and last1[i] >= L and cc[i] * L <= t:
-                return True
-        return False
-    # All stages inside one cluster: no cross-cluster roles.
-    if single_ok:
-        inner = roles.copy()
-        inner[:, 1] = -1
-        inner[:, 2] = -1
-        inner[:, 4] = -1
-        for c in range(n_clusters):
-            if _best_fill(t, q, cc, inner, caps, member & (cluster == c), 0) >= L:
-                return True
-    # Two or more clusters: at least k_need cross-cluster link charges.
-    return multi_ok and _best_fill(t, q, cc, roles, caps, member, k_need) >= L
-
-
-@njit(cache=True)
-def _tmax_bounds(L, ub, cc, roles, cluster, n_clusters, mid, last, member, k_need, single_ok,
-                 multi_ok, start):  # pragma: no cover - compiled
-    """Per Q, the smallest integer t >= start[q] passing :func:`_fits` (-1: even ub fails)."""
-    q_max = mid.shape[0] - 1
-    out = np.full(q_max + 1, -1, np.int64)
-    for q in range(1, q_max + 1):
-        if start[q] < 0:
-            continue
-        args = (L, cc, roles, cluster, n_clusters, mid[q], last[1], member, k_need[q],
-                single_ok[q], multi_ok)
-        if not _fits(ub, q, *args):
-            continue
-        lo, hi = start[q], ub
-        while lo < hi:
-            m = (lo + hi) // 2
-            if _fits(m, q, *args):
-                hi = m
-            else:
-                lo = m + 1
-        out[q] = lo
-    return out
-
-
-def _clusters(instance: Instance) -> np.ndarray:
-    """A partition of the GPUs for the crossing relaxation: the site labels, else one cluster.
-
-    Any partition gives a valid bound; sites make it strong (links inside a site are fast).
-    """
-    sites = [g.site for g in instance.gpus]
-    if any(s is None for s in sites):
-        return np.zeros(instance.n, np.int64)
-    names = {s: k for k, s in enumerate(dict.fromkeys(sites))}
-    return np.array([names[s] for s in sites], np.int64)
-
-
-class _Relaxation:
-    """Data of the bottleneck relaxation (see :func:`tmax_bounds`): clusters and role costs."""
-
-    def __init__(
-        self, instance: Instance, cc: Sequence[int], cm: Mapping[tuple[int, int], int],
-        mid: np.ndarray, last: np.ndarray,
-    ) -> None:
-        nn = instance.n
-        self.L = int(instance.layers)
-        self.cc = np.asarray(cc, np.int64)
-        self.mid = np.ascontiguousarray(mid, np.int64)
-        self.last = np.ascontiguousarray(last, np.int64)
-        self.cluster = _clusters(instance)
-        self.n_clusters = int(self.cluster.max()) + 1
-        out_links: dict[int, list[tuple[int, int]]] = {i: [] for i in range(nn)}
-        for (i, j), d in cm.items():
-            out_links[i].append((d, j))
-
-        def cheapest(i: int, pred: Callable[[int], bool], k: int) -> int:
-            ds = sorted(d for d, j in out_links[i] if pred(j))
-            return sum(ds[:k]) if len(ds) >= k else -1
-
-        def plus(a: int, b: int) -> int:
-            return -1 if a < 0 or b < 0 else a + b
-
-        # Least link time per role: middle with 0/1/2 cross-cluster links, end with 0/1.
-        self.roles = np.full((nn, 5), -1, np.int64)
-        for i in range(nn):
-            def inside(j: int, i: int = i) -> bool:
-                return bool(self.cluster[j] == self.cluster[i])
-
-            in1, in2 = cheapest(i, inside, 1), cheapest(i, inside, 2)
-            x1, x2 = (cheapest(i, lambda j, f=inside: not f(j), k) for k in (1, 2))
-            self.roles[i] = (in2, plus(in1, x1), x2, in1, x1)
-
-    def bounds(self, ub: int, clusters: Sequence[int] | None = None,
-               start: Mapping[int, int] | None = None) -> dict[int, int]:
-        """tlb(Q) for plans whose used clusters are exactly ``clusters`` (None: any)."""
-        q_max = self.mid.shape[0] - 1
-        qs = np.arange(q_max + 1)
-        if clusters is None:
-            member = np.ones(self.cc.shape[0], np.bool_)
-            sizes = np.sort(np.bincount(self.cluster, minlength=self.n_clusters))[::-1]
-            need = np.searchsorted(np.cumsum(sizes), qs) + 1  # clusters to hold Q GPUs
-            k_need = np.maximum(2, 2 * (need - 1)).astype(np.int64)
-            single_ok, multi_ok = need <= 1, True
-        else:
-            member = np.isin(self.cluster, list(clusters))
-            k_need = np.full(q_max + 1, 2 * (len(clusters) - 1), np.int64)
-            single_ok = np.full(q_max + 1, len(clusters) == 1)
-            multi_ok = len(clusters) > 1
-        st = np.zeros(q_max + 1, np.int64)
-        if start is not None:
-            st[:] = -1
-            for q, v in start.items():
-                st[q] = v
-        res = _tmax_bounds(self.L, int(ub), self.cc, self.roles, self.cluster, self.n_clusters,
-                           self.mid, self.last, member, k_need, single_ok, multi_ok, st)
-        return {q: int(res[q]) for q in range(1, q_max + 1) if res[q] >= 0}
+def _relaxation(
+    instance: Instance, cc: Sequence[int], cm: Mapping[tuple[int, int], int], mid: np.ndarray,
+    last: np.ndarray, overhead: int = 0,
+) -> _Relaxation:
+    """The stage-role relaxation of :mod:`geoplan.cost.bounds` in model integers."""
+    return _Relaxation(np.asarray(cc, np.int64), cm, mid, last, instance.layers,
+                       clusters(instance), overhead)
 
 
 def tmax_bounds(
@@ -565,90 +408,42 @@ def tmax_bounds(
     mid: np.ndarray,
     last: np.ndarray,
     ub: int,
+    overhead: int = 0,
 ) -> dict[int, int]:
     """Lower bounds on the bottleneck (model integers) of every feasible stage count Q.
 
-    Relaxation, valid for every plan: a stage on GPU i with n layers has
-    tau = c_i n + (the link times it sends) and n <= its memory cap at Q. A
-    Q >= 2 plan has two end stages (one link each) and Q - 2 middle stages (two
-    links each, to distinct GPUs). It either stays inside one cluster or visits
-    c >= 2 clusters, which takes c - 1 crossings, and a crossing charges a
-    cross-cluster link to both of its stages. Each role (middle or end, with 0,
-    1 or 2 cross-cluster links) costs GPU i at least the sum of its cheapest
-    links of those kinds. The smallest t at which Q GPUs in such roles can hold
-    L layers bounds tmax from below (binary search; the fill is a small
-    knapsack). Stage counts missing from the result cannot hold the layers at
-    all within ``ub``.
+    :meth:`geoplan.cost.bounds.Relaxation.tmax_bounds` on the integer
+    coefficients (its docstring proves it); stage counts missing from the
+    result cannot hold the layers at all within ``ub``.
     """
-    return _Relaxation(instance, cc, cm, mid, last).bounds(ub)
+    return {q: int(v) for q, v in
+            _relaxation(instance, cc, cm, mid, last, overhead).tmax_bounds(ub).items()}
 
 
 def sum_bounds(
     instance: Instance, cc: Sequence[int], cm: Mapping[tuple[int, int], int], mid: np.ndarray,
-    q_dom: Sequence[int],
+    q_dom: Sequence[int], overhead: int = 0,
 ) -> dict[int, int]:
-    """Lower bounds on sum_q tau_q (model integers) per stage count Q.
-
-    Compute: the L cheapest layer slots (GPU i offers its memory cap at Q at
-    c_i each). Links: Q - 1 arcs, each charging d_ij + d_ji; a plan needing c
-    clusters (by size) has at least c - 1 cross-cluster arcs.
-    """
-    cluster = _clusters(instance)
-    pair = {(i, j): d + cm[(j, i)] for (i, j), d in cm.items()}
-    p_min = min(pair.values(), default=0)
-    p_x = min((v for (i, j), v in pair.items() if cluster[i] != cluster[j]), default=p_min)
-    sizes = np.sort(np.bincount(cluster))[::-1]
-    order = np.argsort(cc, kind="stable")
-    out: dict[int, int] = {}
-    for q in q_dom:
-        left, comp = instance.layers, 0
-        for i in order:
-            take = min(left, int(mid[q, i]))
-            comp += take * cc[i]
-            left -= take
-        need = int(np.searchsorted(np.cumsum(sizes), q)) + 1
-        out[q] = comp + (need - 1) * max(p_x, p_min) + (q - need) * p_min
-    return out
+    """Lower bounds on sum_q tau_q (model integers) per stage count Q:
+    :meth:`geoplan.cost.bounds.Relaxation.sum_bounds` on the integer coefficients."""
+    return {q: int(v) for q, v in
+            _relaxation(instance, cc, cm, mid, mid, overhead).sum_bounds(q_dom).items()}
 
 
 def _symmetry(
-    instance: Instance, comm: np.ndarray, mid: np.ndarray, last: np.ndarray, energy: bool
+    instance: Instance, energy: bool
 ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """Dominance pairs (i, j): x_j <= x_i; identical pairs (i, j): n_i >= n_j.
 
-    i dominates j when replacing j by i in any plan without i changes no stage
-    for the worse: no slower compute, no smaller memory cap at any (Q, last),
-    no slower link to or from any third GPU and, when energy counts, no higher
-    idle power or active energy per layer. Pairs are oriented by a fixed rank
-    (compute time, then index) so that the replacement moves cannot cycle.
+    The one rule of :mod:`geoplan.cost.dominance` (proof there), split into its
+    non-identical pairs and its identical ones (n_i >= n_j implies x_j <= x_i).
+    Tested on the float coefficients: the model's integers are rounded with
+    one scale per kind, and rounding is monotone, so the conditions carry over.
     """
-    c = instance.coefficients()
-    nn = instance.n
-    comp = c.comp_ms
-    e_layer = c.dyn_w * comp
-    rank = {g: r for r, g in enumerate(sorted(range(nn), key=lambda g: (comp[g], g)))}
-    dom: list[tuple[int, int]] = []
-    ident: list[tuple[int, int]] = []
-    for i in range(nn):
-        for j in range(nn):
-            if i == j or rank[i] > rank[j]:
-                continue
-            others = [k for k in range(nn) if k not in (i, j)]
-            if not (comp[i] <= comp[j] and np.all(mid[:, i] >= mid[:, j])
-                    and np.all(last[:, i] >= last[:, j])
-                    and np.all(comm[i, others] <= comm[j, others])
-                    and np.all(comm[others, i] <= comm[others, j])):
-                continue
-            if energy and not (c.idle_w[i] <= c.idle_w[j] and e_layer[i] <= e_layer[j]):
-                continue
-            same = (comp[i] == comp[j] and np.array_equal(mid[:, i], mid[:, j])
-                    and np.array_equal(last[:, i], last[:, j])
-                    and np.array_equal(comm[i, others], comm[j, others])
-                    and np.array_equal(comm[others, i], comm[others, j])
-                    and comm[i, j] == comm[j, i]
-                    and c.idle_w[i] == c.idle_w[j] and c.active_w[i] == c.active_w[j])
-            (ident if same else dom).append((i, j))
-    return dom, ident
+    rule = dominance_of(instance.coefficients(), instance.layers, energy)
+    ident = list(rule.identical)
+    same = set(ident)
+    return [p for p in rule.pairs if p not in same], ident
 
 
 def _add_cluster_bounds(
@@ -686,7 +481,7 @@ def _add_cluster_bounds(
     md.add_exactly_one(v.values())
     terms = []
     for subset, vs in v.items():
-        sb = relax.bounds(ub, clusters=subset, start=tlb)
+        sb = relax.tmax_bounds(ub, clusters=subset, start=tlb)
         for q, yq in y.items():
             if q not in sb:
                 md.add_bool_or([~yq, ~vs])
@@ -726,9 +521,11 @@ def build_model(
     w = _weights(instance)
 
     # Bounds on times in ms, used for the scaling and for the variable domains.
+    o_ms = float(c.overhead_ms)
     comm_from = {i: sorted(comm[i, j] for (a, j) in pairs if a == i) for i in range(nn)}
-    tau_ub_ms = max(comp[i] * n_ub[i] + sum(comm_from[i][-2:]) for i in range(nn))
+    tau_ub_ms = max(comp[i] * n_ub[i] + sum(comm_from[i][-2:]) for i in range(nn)) + o_ms
     sum_ub_ms = L * comp.max() + 2 * (q_max - 1) * max((comm[p] for p in pairs), default=0.0)
+    sum_ub_ms += q_max * o_ms
     t_ub_ms = sum_ub_ms + (m_count - 1) * tau_ub_ms
     # A known plan caps the objective; objective >= (a0 + min_i a_i) T_iter caps T_iter.
     known = [p for p in upper_plans if _usable(instance, p, pairs)]
@@ -737,18 +534,19 @@ def build_model(
     a_min = w.a0 + float(w.a.min())
     if obj_ub is not None and a_min > 0:
         t_ub_ms = min(t_ub_ms, obj_ub / a_min * (1 + 1e-3))
-    time_values = [*comp, *(comm[p] for p in pairs)]
+    time_values = [*comp, *(comm[p] for p in pairs), *([o_ms] if o_ms > 0 else [])]
     sc = choose_scaling(time_values, w, t_ub_ms, n_ub, precision, obj_ub)
     s, k = sc.time_scale, sc.obj_scale
 
     cc = [round(v * s) for v in comp]
     cm = {p: round(comm[p] * s) for p in pairs}
+    ov = round(o_ms * s)
     a0 = round(w.a0 * k / s)
     a_int = {i: round(w.a[i] * k / s) for i in range(nn) if round(w.a[i] * k / s) != 0}
     b_int = [round(w.b[i] * k) for i in range(nn)]
     obj_coef = (a0, a_int, b_int)
     cutoff = min((_int_values(p.gpu_indices(instance), p.layer_counts, cc, cm, m_count,
-                              obj_coef)["objective"] for p in known), default=None)
+                              obj_coef, ov)["objective"] for p in known), default=None)
 
     md = cp_model.CpModel()
     md.name = f"geoplan-{instance.name}"
@@ -771,10 +569,10 @@ def build_model(
         md.add(lastv[i] + sum(a for (u, v), a in arcs.items() if u == i) == x[i])
 
     # Stage count and the layers.
-    tau_ub = [cc[i] * n_ub[i] + sum(sorted(cm[(i, j)] for (a, j) in pairs if a == i)[-2:])
+    tau_ub = [cc[i] * n_ub[i] + sum(sorted(cm[(i, j)] for (a, j) in pairs if a == i)[-2:]) + ov
               for i in range(nn)]
-    # sum tau <= L max(cc) + 2 (Q-1) max(cm): the bound the scaling was chosen for.
-    t_ub = L * max(cc) + 2 * (q_max - 1) * max(cm.values(), default=0)
+    # sum tau <= L max(cc) + 2 (Q-1) max(cm) + Q o: the bound the scaling was chosen for.
+    t_ub = L * max(cc) + 2 * (q_max - 1) * max(cm.values(), default=0) + q_max * ov
     t_ub += (m_count - 1) * max(tau_ub)
     a_min_int = a0 + min(a_int.get(i, 0) for i in range(nn))
     if cutoff is not None and a_min_int > 0:
@@ -783,8 +581,8 @@ def build_model(
     tmax_ub = min(max(tau_ub), t_ub // m_count)
     tau_ub = [min(t, tmax_ub) for t in tau_ub]
     n_ub = [min(n_ub[i], tmax_ub // cc[i]) if cc[i] > 0 else n_ub[i] for i in range(nn)]
-    relax = _Relaxation(instance, cc, cm, mid, last)
-    tlb = relax.bounds(tmax_ub)
+    relax = _relaxation(instance, cc, cm, mid, last, ov)
+    tlb = {q: int(v) for q, v in relax.tmax_bounds(tmax_ub).items()}
     q_dom = sorted(tlb)
     infeasible = not q_dom
     if infeasible:
@@ -820,12 +618,13 @@ def build_model(
         ti = md.new_int_var(0, tau_ub[i], f"tau{i}")
         links = [cm[(i, j)] * (arcs[(i, j)] + arcs[(j, i)])
                  for (a, j) in pairs if a == i]
-        md.add(ti == cc[i] * n[i] + sum(links))
+        # Mirrors geoplan.cost.kernel.stage_terms (compute + sends + overhead).
+        md.add(ti == cc[i] * n[i] + sum(links) + ov * x[i])
         tau.append(ti)
     tmax = md.new_int_var(0, tmax_ub, "tmax")
     md.add_max_equality(tmax, tau)
     t_iter = md.new_int_var(0, t_ub, "T_iter")
-    md.add(t_iter == sum(tau) + (m_count - 1) * tmax)
+    md.add(t_iter == sum(tau) + (m_count - 1) * tmax)  # mirrors kernel.iteration_time
 
     slb: dict[int, int] = {}
     t_lb: dict[int, int] = {}
@@ -838,9 +637,10 @@ def build_model(
         md.add_exactly_one(y.values())
         md.add(sum(q * yq for q, yq in y.items()) == qv)
         md.add(tmax >= sum(tlb[q] * yq for q, yq in y.items()))
-        slb = sum_bounds(instance, cc, cm, mid, q_dom)
+        slb = {q: int(v) for q, v in relax.sum_bounds(q_dom).items()}
         md.add(sum(tau) >= sum(slb[q] * yq for q, yq in y.items()))
-        t_lb = {q: slb[q] + (m_count - 1) * tlb[q] for q in q_dom}
+        # geoplan.cost.bounds.t_iter_bounds: T >= max(slb, tlb) + (M - 1) tlb.
+        t_lb = {q: int(v) for q, v in t_iter_bounds(tlb, slb, m_count).items()}
         md.add(t_iter >= sum(t_lb[q] * yq for q, yq in y.items()))
         md.add(t_iter >= min(t_lb.values()))
         md.add(tmax >= min(tlb.values()))
@@ -873,7 +673,7 @@ def build_model(
     dom: list[tuple[int, int]] = []
     ident: list[tuple[int, int]] = []
     if symmetry:
-        dom, ident = _symmetry(instance, comm, mid, last, energy=bool(a_int) or any(b_int))
+        dom, ident = _symmetry(instance, energy=bool(a_int) or any(b_int))
         for i, j in dom:
             md.add_implication(x[j], x[i])
         for i, j in ident:
@@ -891,7 +691,7 @@ def build_model(
         micro_batches=m_count, q_domain=q_dom, mid_caps=mid, last_caps=last, tmax_lb=tlb,
         sum_lb=slb,
         dominance=dom, identical=ident, cutoff=cutoff, q_lits=y, relaxation=relax,
-        tmax_ub=tmax_ub,
+        tmax_ub=tmax_ub, overhead_int=ov,
     )
 
 
@@ -949,22 +749,21 @@ class _Recorder(cp_model.CpSolverSolutionCallback):
                 self._row()
 
 
-def _flag(params: Mapping[str, Any], key: str, default: bool) -> bool:
-    v = params.get(key, default)
-    if isinstance(v, str) and v.lower() in ("true", "false", "1", "0", "yes", "no"):
-        return v.lower() in ("true", "1", "yes")
-    if not isinstance(v, bool | int):
-        raise InputError(f"params.{key}", v, "expected true or false")
-    return bool(v)
+@dataclass(frozen=True)
+class CpsatParams(SolverParams):
+    """Parameters of ``cpsat`` (``--param KEY=VALUE``)."""
 
+    LABEL: ClassVar[str] = "cpsat"
 
-def _precision(params: Mapping[str, Any]) -> float | None:
-    v = params.get("precision")
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < 1:
-        raise InputError("params.precision", v, "expected a number in (0, 1)")
-    return float(v)
+    precision: float | None = param(
+        None, "target relative rounding error per coefficient (none: the finest that fits)",
+        above=0.0, below=1.0)
+    symmetry: bool = param(True, "dominance and identical-GPU symmetry breaking")
+    bounds: bool = param(True, "per-Q bottleneck and sum bounds, other redundant constraints")
+    baseline_cutoff: bool = param(True, "the Metis-default plan caps the objective")
+    log: bool = param(False, "CP-SAT search log on stdout")
+    sat: Mapping[str, Any] = param(None, "any CP-SAT SatParameters field (value read as JSON)",
+                                   prefix="sat.")
 
 
 def _warm_plan(built: CpsatModel, plans: Sequence[Plan]) -> tuple[Plan | None, dict[str, Any]]:
@@ -994,10 +793,10 @@ def _warm_plan(built: CpsatModel, plans: Sequence[Plan]) -> tuple[Plan | None, d
 
 def solve(instance: Instance, options: SolveOptions) -> Outcome:
     """Registered solver ``cpsat``: build, hint, solve, read the plan back."""
-    params = options.params
+    params = CpsatParams.parse(options.params)
     uppers = list(options.warm_start)
     base: Plan | None = None
-    if _flag(params, "baseline_cutoff", True):
+    if params.baseline_cutoff:
         from geoplan.cost.baseline import metis_default_plan
 
         base = metis_default_plan(instance)
@@ -1005,9 +804,9 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
             uppers.append(base)
     built = build_model(
         instance,
-        precision=_precision(params),
-        symmetry=_flag(params, "symmetry", True),
-        bounds=_flag(params, "bounds", True),
+        precision=params.precision,
+        symmetry=params.symmetry,
+        bounds=params.bounds,
         upper_plans=uppers,
     )
     sc = built.scaling
@@ -1038,21 +837,20 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     p.random_seed = int(options.seed) % (2**31)
     p.num_workers = options.threads
     p.relative_gap_limit = options.gap
-    p.log_search_progress = _flag(params, "log", False)
+    p.log_search_progress = params.log
     # CP-SAT 9.15's routing LNS workers sometimes end the whole search ("#Done") on this
     # circuit-with-optional-nodes model and report a suboptimal plan as OPTIMAL (seen on
     # metro-8-32: 6 of 40 runs with 2 workers, none with these workers ignored).
     p.ignore_subsolvers.extend(UNSOUND_SUBSOLVERS)
-    for key, value in params.items():
-        if key.startswith("sat."):  # expert pass-through, e.g. sat.linearization_level=2
-            try:
-                if isinstance(value, list):
-                    getattr(p, key[4:]).extend(value)
-                else:
-                    setattr(p, key[4:], value)
-            except (AttributeError, TypeError, ValueError) as exc:
-                raise InputError(f"params.{key}", value, f"not a CP-SAT parameter: {exc}") \
-                    from None
+    for key, value in params.sat.items():  # expert pass-through, e.g. sat.linearization_level=2
+        try:
+            if isinstance(value, list):
+                getattr(p, key).extend(value)
+            else:
+                setattr(p, key, value)
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise InputError(f"params.sat.{key}", value, f"not a CP-SAT parameter: {exc}") \
+                from None
     info["ignored_subsolvers"] = list(p.ignore_subsolvers)
     rec = _Recorder(built, options)
     solver.best_bound_callback = rec.on_bound
@@ -1101,3 +899,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         trace=rec.trace,
         info=info,
     )
+
+
+SPEC = SolverSpec("cpsat", solve, "exact", "CP-SAT model in OR-Tools (integer-scaled times)",
+                  warm_start=True, params=CpsatParams)

@@ -21,22 +21,29 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pyomo.environ as pyo
 from pyomo.common.collections import ComponentMap
 
-from geoplan.cost import evaluate
+from geoplan.cost import bounds, evaluate, kernel
+from geoplan.cost.dominance import dominance_of
+from geoplan.cost.weights import ObjectiveWeights
 from geoplan.errors import FormulationError, InputError
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
 from geoplan.solving.core import SolveOptions
+from geoplan.solving.params import SolverParams, param
+from geoplan.solving.registry import SolverSpec
 from geoplan.solving.result import Outcome, TraceRow
 
 __all__ = [
+    "SPEC",
     "MilpData",
+    "MilpParams",
     "build_model",
     "canonical_plan",
     "heuristic_plans",
@@ -99,27 +106,16 @@ class MilpData:
         return self.c_e > 0
 
     def arc_weight(self, i: int, j: int) -> float:
-        """A lower bound on the bottleneck of any plan using arc i -> j (ms).
-
-        Stage i holds at least one layer and sends comm[i, j]; stage j holds at
-        least one layer and sends comm[j, i] back.
-        """
+        """A lower bound on the bottleneck of any plan using arc i -> j (ms):
+        :func:`geoplan.cost.bounds.arc_bottleneck` (overhead included)."""
         c = self.instance.coefficients()
-        return float(
-            max(c.comp_ms[i] + c.comm_ms[i, j], c.comp_ms[j] + c.comm_ms[j, i])
-        )
+        return bounds.arc_bottleneck(c.comp_ms, c.comm_ms, float(c.overhead_ms), i, j)
 
 
 def _weights(instance: Instance) -> tuple[float, float]:
-    """(c_t, c_e) with objective = c_t * T_iter[ms] + c_e * E_iter[J] (cost.objective_value)."""
-    o = instance.objective
-    if o.lam == 1.0:
-        return 1.0, 0.0
-    if o.lam == 0.0:
-        return 0.0, 1.0
-    if o.t_ref_ms is None or o.e_ref_j is None:
-        raise ValueError("normalisers not resolved: call resolve_normalisers(instance) first")
-    return o.lam / o.t_ref_ms, (1.0 - o.lam) / o.e_ref_j
+    """(c_t, c_e) with objective = c_t * T_iter[ms] + c_e * E_iter[J] (the kernel's weights)."""
+    w = ObjectiveWeights.from_instance(instance)
+    return w.a, w.b
 
 
 def prepare(
@@ -162,26 +158,27 @@ def prepare(
     finite = np.isfinite(c.comm_ms) & np.isfinite(c.comm_ms.T)
     max_comm = float(np.max(c.comm_ms[finite])) if finite.any() else 0.0
 
-    # Worst case over all plans: every stage at most L layers on the slowest GPU
-    # plus two transfers.
+    # Worst case over all plans (geoplan.cost.bounds): every stage at most L
+    # layers on the slowest GPU plus two transfers and the overhead.
     slowest = float(max(comp[usable]))
-    tmax_wc = slowest * L + 2 * max_comm
-    t_ub = L * slowest + 2 * (kmax - 1) * max_comm + (M - 1) * tmax_wc
+    o = float(c.overhead_ms)
+    tmax_wc = bounds.tmax_worst(slowest, max_comm, L, o)
+    t_ub = bounds.t_iter_worst(slowest, max_comm, L, kmax, M, o)
     if incumbent_objective is not None and math.isfinite(incumbent_objective):
         # objective >= c_t T + c_e (T idle_min + M L min(dyn comp)) / 1000.
         idle_min = float(min(c.idle_w[usable]))
         dyn_min = float(min(c.dyn_w[i] * comp[i] for i in usable))
-        slope = c_t + c_e * idle_min / 1e3
-        if slope > 0:
-            t_inc = (incumbent_objective - c_e * M * L * dyn_min / 1e3) / slope
+        t_inc = bounds.t_iter_cap(incumbent_objective, c_t, c_e, idle_min, dyn_min, M, L)
+        if math.isfinite(t_inc):
             t_ub = min(t_ub, t_inc * (1 + _BOUND_SLACK) + 1e-9)
     tmax_ub = t_ub / M  # T = sum tau + (M-1) max tau >= M max tau
-    tmax_lb = _capacity_bound(instance, usable, cap_any)
+    tmax_lb, t_lb = _lower_bounds(instance, usable, cap_any, cap_last, tmax_wc)
     if not math.isfinite(tmax_lb):
         usable = []  # no GPU set can hold the layers: an empty (infeasible) model
-        tmax_lb = tmax_ub
+        tmax_lb = t_lb = tmax_ub
     tmax_ub = max(tmax_ub, tmax_lb)
-    t_ub = max(t_ub, M * tmax_lb)
+    t_lb = max(t_lb, M * tmax_lb)
+    t_ub = max(t_ub, t_lb)
 
     n_ub: dict[int, int] = {}
     for i in usable:
@@ -198,13 +195,13 @@ def prepare(
         cap_mid=cap_mid,
         cap_last=cap_last,
         n_ub=n_ub,
-        t_lb=M * tmax_lb,
+        t_lb=t_lb,
         t_ub=t_ub,
         tmax_lb=tmax_lb,
         tmax_ub=tmax_ub,
         c_t=c_t,
         c_e=c_e,
-        dominance=_dominance(instance, gpus, cap_mid, cap_last, c_e > 0),
+        dominance=_dominance(instance, gpus, c_e > 0),
         groups=_groups(instance, gpus, site_unions),
         incumbent_objective=incumbent_objective,
     )
@@ -218,43 +215,28 @@ def prepare(
     return replace(data, arcs=arcs)
 
 
-def _capacity_bound(instance: Instance, usable: list[int], cap_any: np.ndarray) -> float:
-    """A lower bound on the bottleneck of every plan (ms).
+def _lower_bounds(
+    instance: Instance, usable: list[int], cap_any: np.ndarray, cap_last: np.ndarray,
+    tmax_wc: float,
+) -> tuple[float, float]:
+    """Lower bounds (ms) on the bottleneck and on T_iter of every plan; (inf, inf) if none exists.
 
-    Either one GPU holds all L layers, or every stage sends at least one
-    activation: with bottleneck theta, GPU i then holds at most
-    floor((theta - min_j comm[i, j]) / comp_i) layers (and its memory cap), and
-    together they must hold L. The smallest such theta (found by bisection on
-    the monotone capacity) or the best single-GPU time, whichever is smaller.
+    The bottleneck bound is the larger of :func:`geoplan.cost.bounds.capacity_bound`
+    and the smallest per-Q bound of :meth:`geoplan.cost.bounds.Relaxation.tmax_bounds`;
+    the T_iter bound the smallest per-Q :func:`geoplan.cost.bounds.t_iter_bounds`.
+    Both are valid for every plan (see those functions), overhead included.
     """
     c = instance.coefficients()
     L = instance.layers
-    comp = c.comp_ms
-    both = np.isfinite(c.comm_ms) & np.isfinite(c.comm_ms.T)
-    single = min((L * comp[i] for i in usable if cap_any[i] >= L), default=math.inf)
-    linked = [i for i in usable if both[i].any()]
-    if not linked:
-        return float(single)
-    cmin = {i: float(c.comm_ms[i, both[i]].min()) for i in linked}
-
-    def capacity(theta: float) -> int:
-        return sum(
-            int(min(cap_any[i], max(0.0, math.floor((theta - cmin[i]) / comp[i] + 1e-9))))
-            for i in linked
-        )
-
-    lo = 0.0
-    hi = max(cmin[i] + comp[i] * L for i in linked)
-    if capacity(hi) < L:
-        return float(single)
-    for _ in range(100):
-        mid = 0.5 * (lo + hi)
-        if capacity(mid) >= L:
-            hi = mid
-        else:
-            lo = mid
-    # lo has too little capacity, so every multi-stage plan has bottleneck > lo.
-    return float(min(single, lo))
+    cap_b = bounds.capacity_bound(c.comp_ms, c.comm_ms, float(c.overhead_ms), usable, cap_any,
+                                  cap_last[:, 1], L)
+    relax = bounds.Relaxation.from_coefficients(c, L, bounds.clusters(instance))
+    tlb = relax.tmax_bounds(tmax_wc)
+    if not tlb:
+        return math.inf, math.inf
+    tmax_lb = max(cap_b, min(tlb.values())) if math.isfinite(cap_b) else min(tlb.values())
+    t_lb = bounds.t_iter_bounds(tlb, relax.sum_bounds(sorted(tlb)), float(c.micro_batches))
+    return float(tmax_lb), float(min(t_lb.values()))
 
 
 def _groups(
@@ -285,54 +267,16 @@ def _groups(
 
 
 def _dominance(
-    instance: Instance,
-    gpus: tuple[int, ...],
-    cap_mid: np.ndarray,
-    cap_last: np.ndarray,
-    energy: bool,
+    instance: Instance, gpus: tuple[int, ...], energy: bool
 ) -> tuple[tuple[int, int, bool], ...]:
-    """Pairs (i, j, identical): some optimal plan uses i whenever it uses j.
+    """Pairs (i, j, identical) of the one dominance rule (:mod:`geoplan.cost.dominance`).
 
-    i dominates j when both have the same links (both directions) to every
-    other GPU, i is at least as fast, has at least j's memory caps at every
-    stage count, and (with energy in the objective) no more idle power and no
-    more dynamic energy per layer: replacing j by an unused i in place never
-    makes a plan worse. ``identical`` marks pairs equal in all of these and
-    linked alike both ways; swapping such GPUs changes nothing, so the one with
-    the lower index may also be given at least as many layers. Mutual
-    dominance is broken by index so the constraints never force y_i = y_j.
+    y_j <= y_i for every pair; n_j <= n_i where ``identical``. The rule keeps an
+    optimal plan (proof in that module); here restricted to the model's GPUs.
     """
-    c = instance.coefficients()
-    comm = np.where(np.isfinite(c.comm_ms), c.comm_ms, -1.0)  # -1 marks "no link"
-    comp, idle, dyn_layer = c.comp_ms, c.idle_w, c.dyn_w * c.comp_ms
-    out: list[tuple[int, int, bool]] = []
-    for i in gpus:
-        for j in gpus:
-            if i == j:
-                continue
-            others = [k for k in range(instance.n) if k not in (i, j)]
-            if not (
-                np.array_equal(comm[i, others], comm[j, others])
-                and np.array_equal(comm[others, i], comm[others, j])
-            ):
-                continue
-            if comp[i] > comp[j]:
-                continue
-            if np.any(cap_mid[i] < cap_mid[j]) or np.any(cap_last[i] < cap_last[j]):
-                continue
-            if energy and (idle[i] > idle[j] or dyn_layer[i] > dyn_layer[j]):
-                continue
-            tie = (
-                comp[i] == comp[j]
-                and np.array_equal(cap_mid[i], cap_mid[j])
-                and np.array_equal(cap_last[i], cap_last[j])
-                and (not energy or (idle[i] == idle[j] and dyn_layer[i] == dyn_layer[j]))
-            )
-            if tie and i > j:
-                continue  # j dominates i as well: keep only the lower-index direction
-            identical = tie and comm[i, j] == comm[j, i]
-            out.append((i, j, bool(identical)))
-    return tuple(out)
+    rule = dominance_of(instance.coefficients(), instance.layers, energy, gpus)
+    ident = set(rule.identical)
+    return tuple((i, j, (i, j) in ident) for i, j in rule.pairs)
 
 
 # --------------------------------------------------------------------------- model
@@ -378,11 +322,15 @@ def build_model(
     m.tmax = pyo.Var(bounds=(d.tmax_lb, d.tmax_ub))
     m.t = pyo.Var(bounds=(d.t_lb, d.t_ub))
 
+    overhead = float(c.overhead_ms)
+
     def tau(_: Any, i: int) -> Any:
+        # Mirrors geoplan.cost.kernel.stage_terms (tau = compute + sends + overhead).
         return (
             comp[i] * m.n[i]
             + sum(float(comm[i, j]) * m.a[i, j] for j in succ[i])  # forward, to successor
             + sum(float(comm[i, j]) * m.a[j, i] for j in pred[i])  # backward, to predecessor
+            + overhead * m.y[i]
         )
 
     m.tau = pyo.Expression(m.I, rule=tau)
@@ -443,6 +391,7 @@ def build_model(
 
     # Bottleneck and iteration time.
     m.bottleneck = pyo.Constraint(m.I, rule=lambda _, i: m.tmax >= m.tau[i])
+    # Mirrors geoplan.cost.kernel.iteration_time (exact for M = 1 too: (M - 1) = 0).
     m.t_def = pyo.Constraint(expr=m.t == sum(m.tau[i] for i in m.I) + (M - 1) * m.tmax)
 
     if symmetry:
@@ -482,6 +431,7 @@ def build_model(
         m.w_big = pyo.Constraint(m.IW, rule=lambda _, i: m.w[i] >= m.t - d.t_ub * (1 - m.y[i]))
         m.w_low = pyo.Constraint(m.IW, rule=lambda _, i: m.w[i] >= d.t_lb * m.y[i])
         m.w_tau = pyo.Constraint(m.IW, rule=lambda _, i: m.w[i] >= M * m.tau[i])
+        # Mirrors geoplan.cost.kernel.iteration_energy with T_iter * idle linearised.
         energy = sum(idle[i] * m.w[i] for i in m.IW) / 1e3 + M / 1e3 * sum(
             float(c.dyn_w[i] * comp[i]) * m.n[i] for i in m.I
         )
@@ -616,15 +566,16 @@ def _probe(m: pyo.ConcreteModel, data: MilpData, lb: float, lp: Any, more: Any) 
         links = np.sort(c.comm_ms[i, both[i]])
         cheap1[i] = float(links[0]) if links.size else math.inf
         cheap2[i] = float(links[:2].sum()) if links.size >= 2 else math.inf
+    o = float(c.overhead_ms)
     # A single-GPU plan with a bottleneck <= theta answers "feasible" without an LP.
     single = min(
-        (L * comp[i] for i in data.gpus if data.cap_last[i, 1] >= L), default=math.inf
+        (L * comp[i] + o for i in data.gpus if data.cap_last[i, 1] >= L), default=math.inf
     )
 
     def cap(theta: float, extra: float, i: int) -> int:
-        if not math.isfinite(extra):
-            return 0
-        return int(min(data.n_ub[i], max(0, math.floor((theta - extra) / comp[i] + 1e-9))))
+        # geoplan.cost.bounds.layers_within, its links at least ``extra``, plus o; a
+        # 1e-9 relative slack on theta keeps the cap on the generous (valid) side.
+        return bounds.layers_within(theta * (1 + 1e-9), extra + o, float(comp[i]), data.n_ub[i])
 
     def feasible(theta: float) -> bool | None:
         if theta >= single:
@@ -710,16 +661,14 @@ def start_values(model: pyo.ConcreteModel, plan: Plan) -> ComponentMap | None:
     arcs = set(d.arcs)
     if any((g[k], g[k + 1]) not in arcs for k in range(q - 1)):
         return None
-    tau = {}
-    for k, i in enumerate(g):
-        t = counts[k] * c.comp_ms[i]
-        if k + 1 < q:
-            t += c.comm_ms[i, g[k + 1]]
-        if k > 0:
-            t += c.comm_ms[i, g[k - 1]]
-        tau[i] = t
+    ga = np.asarray(g, dtype=np.int64)
+    na = np.asarray(counts, dtype=np.int64)
+    tau = {
+        i: kernel.stage_terms(k, ga, na, q, c.comp_ms, c.comm_ms, c.overhead_ms)[3]
+        for k, i in enumerate(g)
+    }
     tmax = max(tau.values())
-    t_iter = sum(tau.values()) + (c.micro_batches - 1) * tmax
+    t_iter = kernel.iteration_time(sum(tau.values()), tmax, c.micro_batches)
     if not (d.tmax_lb <= tmax <= d.tmax_ub and d.t_lb <= t_iter <= d.t_ub):
         return None
     pos = {i: k for k, i in enumerate(g)}
@@ -879,17 +828,32 @@ def _best_plan(instance: Instance, plans: list[Plan]) -> tuple[Plan, float] | No
     return best
 
 
-def _param_bool(params: Any, key: str, default: bool) -> bool:
-    v = params.get(key, default)
-    if isinstance(v, str):
-        return v.strip().lower() not in ("0", "false", "no", "off")
-    return bool(v)
+@dataclass(frozen=True)
+class MilpParams(SolverParams):
+    """Parameters of ``milp`` (``--param KEY=VALUE``)."""
+
+    LABEL: ClassVar[str] = "milp"
+
+    heuristic: bool = param(True, "seed with cheap plans improved by exact splits and a "
+                            "local search")
+    heuristic_share: float = param(0.05, "budget share of that heuristic (at least 1 s, at "
+                                   "most a quarter)", at_least=0.0, at_most=1.0)
+    symmetry: bool = param(True, "dominance constraints between interchangeable GPUs")
+    cuts: bool = param(True, "valid inequalities")
+    site_unions: bool | None = param(None, "subtour cuts on unions of sites (none: when at "
+                                     "most 5 sites and 16 GPUs)")
+    tighten: bool = param(True, "LP bound tightening of the bottleneck")
+    tighten_share: float = param(0.25, "at most this budget share for the tightening",
+                                 at_least=0.0, at_most=1.0)
+    highs_log: bool = param(False, "HiGHS log on the console")
+    highs: Mapping[str, Any] = param(None, "any HiGHS option, passed unchanged (value read "
+                                     "as JSON)", prefix="highs.")
 
 
 def solve(instance: Instance, options: SolveOptions) -> Outcome:
     """Registered solver ``milp``: build the model, run HiGHS, read the plan back.
 
-    ``options.params``: ``heuristic`` (default true: seed with cheap plans
+    ``options.params`` (:class:`MilpParams`): ``heuristic`` (default true: seed with cheap plans
     improved by exact splits and a local search given ``heuristic_share`` of the
     budget, default 0.05, at least 1 s, at most a quarter),
     ``symmetry`` (dominance constraints, default true), ``cuts`` (valid
@@ -900,7 +864,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     """
     from formulations.highs_tools import HighsSession
 
-    params = options.params
+    params = MilpParams.parse(options.params)
     info: dict[str, Any] = {}
     trace: list[TraceRow] = []
     t_start = time.perf_counter()
@@ -910,21 +874,20 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     usable_starts = [p for p in options.warm_start if p.micro_batch_size in (None, u)]
     warm = _best_plan(instance, usable_starts) if usable_starts else None
     best = warm
-    if _param_bool(params, "heuristic", True):
-        share = float(params.get("heuristic_share", 0.05))
+    if params.heuristic:
+        share = params.heuristic_share
         budget = min(max(share * options.remaining(), 1.0), 0.25 * options.remaining())
         candidates = usable_starts + heuristic_plans(instance)
         best = improve_plan(instance, candidates, time.perf_counter() + budget)
         info["heuristic_s"] = round(time.perf_counter() - t_start, 4)
 
     t_build = time.perf_counter()
-    symmetry = _param_bool(params, "symmetry", True)
-    cuts = _param_bool(params, "cuts", True)
-    unions = params.get("site_unions")
+    symmetry = params.symmetry
+    cuts = params.cuts
     data = prepare(
         instance,
         None if best is None else best[1],
-        site_unions=None if unions is None else _param_bool(params, "site_unions", True),
+        site_unions=params.site_unions,
     )
     if not data.gpus:
         return Outcome(
@@ -935,8 +898,8 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
             "both ways has the memory and links to hold them",
         )
     info["tmax_lb"] = {"initial": data.tmax_lb}
-    if cuts and symmetry and _param_bool(params, "tighten", True):
-        budget = float(params.get("tighten_share", 0.25)) * options.remaining()
+    if cuts and symmetry and params.tighten:
+        budget = params.tighten_share * options.remaining()
         data, rounds = tighten(data, time.perf_counter() + budget, threads=options.threads)
         info["tmax_lb"].update(tightened=data.tmax_lb, lp_rounds=rounds)
     model = build_model(instance, data=data, symmetry=symmetry, cuts=cuts)
@@ -955,8 +918,8 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     rel_gap = options.gap if options.gap > 0 else 1e-9
     abs_gap = 1e-9 * scale if options.gap == 0 else 1e-6 * scale
     extra: dict[str, Any] = dict(_HIGHS_TOLERANCES)
-    extra.update({k[6:]: v for k, v in params.items() if k.startswith("highs.")})
-    if _param_bool(params, "highs_log", False):
+    extra.update(params.highs)
+    if params.highs_log:
         extra["log_to_console"] = True
     session.set_options(
         time_limit=options.remaining(),
@@ -1079,3 +1042,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         info=info,
         message=f"HiGHS found no plan before stopping ({run.reason})",
     )
+
+
+SPEC = SolverSpec("milp", solve, "exact", "MILP in Pyomo solved by HiGHS", warm_start=True,
+                  params=MilpParams)

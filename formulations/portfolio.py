@@ -4,18 +4,24 @@ warm-started from its plan, all within one budget.
 It returns the better of the two plans, the exact model's proven bound and the
 gap between them. Which exact model runs is ``params["exact"]`` (default:
 :func:`default_exact`), and the memetic share of the budget is
-``params["ma_fraction"]`` (default 0.2).
+``params["ma_fraction"]`` (default 0.2). ``memetic.KEY=VALUE`` and
+``exact.KEY=VALUE`` pass parameters to the two solvers (:class:`PortfolioParams`).
 """
 
 from __future__ import annotations
 
-from geoplan.errors import InputError
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
 from geoplan.model.instance import Instance
 from geoplan.solving.core import SolveOptions, get_solver
 from geoplan.solving.core import solve as run
+from geoplan.solving.params import SolverParams, param
+from geoplan.solving.registry import SolverSpec
 from geoplan.solving.result import Outcome, TraceRow
 
-__all__ = ["default_exact", "solve"]
+__all__ = ["SPEC", "PortfolioParams", "default_exact", "solve"]
 
 EXACT = ("bnb", "milp", "cpsat", "bruteforce")
 
@@ -29,16 +35,32 @@ def default_exact(instance: Instance) -> str:
     return "bnb" if instance.n <= 12 else "milp"
 
 
+@dataclass(frozen=True)
+class PortfolioParams(SolverParams):
+    """Parameters of ``portfolio``; ``memetic.KEY`` and ``exact.KEY`` reach its two solvers."""
+
+    LABEL: ClassVar[str] = "portfolio"
+
+    exact: Literal["bnb", "milp", "cpsat", "bruteforce"] | None = param(
+        None, "the exact model (none: bnb up to 12 GPUs, milp beyond)")
+    ma_fraction: float = param(0.2, "share of the budget for the memetic algorithm",
+                               above=0.0, below=1.0)
+    memetic: Mapping[str, Any] = param(None, "a memetic parameter (see its list)",
+                                       prefix="memetic.", decode=False)
+    exact_params: Mapping[str, Any] = param(None, "a parameter of the exact model (see its "
+                                            "list)", prefix="exact.", decode=False)
+
+
 def solve(instance: Instance, options: SolveOptions) -> Outcome:
     """Memetic, then the exact model from its plan; best plan and best bound."""
-    params = dict(options.params)
-    exact = str(params.pop("exact", default_exact(instance)))
-    if exact not in EXACT:
-        raise InputError("params.exact", exact, f"expected one of {', '.join(EXACT)}")
-    fraction = float(params.pop("ma_fraction", 0.2))
-    if not 0 < fraction < 1:
-        raise InputError("params.ma_fraction", fraction, "must lie in (0, 1)")
-    get_solver(exact).load()  # fail early if the backend is missing
+    params = PortfolioParams.parse(options.params)
+    exact = params.exact or default_exact(instance)
+    fraction = params.ma_fraction
+    exact_spec = get_solver(exact)
+    exact_spec.load()  # fail early if the backend is missing
+    # Both inner parameter sets are checked before either solver runs.
+    ma_params, _ = get_solver("memetic").parse_params(params.memetic, where="params.memetic")
+    ex_params, _ = exact_spec.parse_params(params.exact_params, where="params.exact")
 
     ma = run(
         instance,
@@ -47,6 +69,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         time_limit=max(options.time_limit * fraction, 1e-3),
         threads=options.threads,
         warm_start=list(options.warm_start) or None,
+        params=ma_params,
         callbacks=options.callbacks,
     )
     ma_offset = options.elapsed()
@@ -59,6 +82,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         threads=options.threads,
         gap=options.gap,
         warm_start=starts or None,
+        params=ex_params,
         callbacks=options.callbacks,
     )
 
@@ -89,3 +113,8 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     best = min(candidates, key=lambda r: r.objective)
     status = "optimal" if ex.status == "optimal" else "feasible"
     return Outcome(best.plan, status, lower_bound=ex.lower_bound, trace=trace, info=info)
+
+
+SPEC = SolverSpec("portfolio", solve, "exact",
+                  "memetic first, then the best exact model warm-started from it",
+                  warm_start=True, params=PortfolioParams)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -48,14 +49,68 @@ def _positive(text: str) -> float:
     return x
 
 
-def _param(text: str) -> tuple[str, Any]:
+def _seed(text: str) -> int:
+    try:
+        x = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") \
+            from None
+    if x < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {x}")
+    return x
+
+
+def _count(text: str) -> int:
+    try:
+        x = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if x < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {x}")
+    return x
+
+
+def _param(text: str) -> tuple[str, str]:
+    """``KEY=VALUE``: the value stays text; the solver's parameter dataclass reads it."""
     key, sep, value = text.partition("=")
+    key = key.strip()
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
+def _params(pairs: list[tuple[str, str]] | None, option: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in pairs or []:
+        if key in out and out[key] != value:
+            raise InputError(option, f"{key}={value}", f"{key} is given twice")
+        out[key] = value
+    return out
+
+
+def _check_output(option: str, path: str | None) -> None:
+    """Fail before any work if ``path`` cannot be written (exit 2 naming the option)."""
+    if path is None:
+        return
+    p = Path(path)
+    if path == "" or p.is_dir():
+        raise InputError(option, path, "is a directory, not a file path")
+    parent = p.parent
+    if not parent.exists():
+        raise InputError(option, path, f"the directory {str(parent)!r} does not exist")
+    if not parent.is_dir():
+        raise InputError(option, path, f"{str(parent)!r} is not a directory")
+    if p.exists() and not os.access(p, os.W_OK):
+        raise InputError(option, path, "the file is not writable")
+    if not p.exists() and not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(option, path, f"the directory {str(parent)!r} is not writable")
+
+
+def _write(option: str, path: str, text: str) -> None:
     try:
-        return key, json.loads(value)
-    except json.JSONDecodeError:
-        return key, value
+        Path(path).write_text(text)
+    except OSError as exc:
+        raise InputError(option, path, f"cannot write: {exc.strerror or exc}") from None
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -105,8 +160,26 @@ def _warm_start(value: str | None) -> Any:
 
 def cmd_solve(args: argparse.Namespace) -> int:
     from geoplan.display import ProgressPrinter, format_evaluation
-    from geoplan.solving.core import Callbacks, solve
+    from geoplan.solving.core import Callbacks, get_solver, solve
 
+    # Everything that can be checked is checked before any work (formats.md: exit 2).
+    for option, path in (("--out", args.out), ("--result", args.result),
+                         ("--trace-csv", args.trace_csv)):
+        _check_output(option, path)
+    params = _params(args.param, "--param")
+    ws_params = _params(args.warm_start_param, "--warm-start-param")
+    spec = get_solver(args.solver)
+    spec.load()
+    spec.parse_params(params)  # errors name params.KEY
+    warm_start = _warm_start(args.warm_start)
+    if ws_params:
+        if not isinstance(warm_start, str):
+            raise InputError("--warm-start-param", " ".join(f"{k}={v}" for k, v in
+                                                           ws_params.items()),
+                             "needs --warm-start SOLVER (a solver name, not a plan file)")
+        ws_spec = get_solver(warm_start)
+        ws_spec.load()
+        ws_spec.parse_params(ws_params, where="warm_start_params")
     inst = _instance(args)
     progress = args.progress or (not args.quiet and sys.stderr.isatty())
     result = solve(
@@ -116,16 +189,21 @@ def cmd_solve(args: argparse.Namespace) -> int:
         time_limit=args.time_limit,
         threads=args.threads,
         gap=args.gap,
-        warm_start=_warm_start(args.warm_start),
-        params=dict(args.param or []),
+        warm_start=warm_start,
+        params=params,
+        warm_start_params=ws_params or None,
         callbacks=ProgressPrinter() if progress else Callbacks(),
     )
-    if args.out and result.plan is not None:
-        result.plan.to_json(args.out, indent=2)
+    if args.out:
+        if result.plan is not None:
+            _write("--out", args.out, result.plan.to_json(indent=2) + "\n")
+        else:
+            print(f"geoplan: {result.solver} found no plan (status {result.status}); "
+                  f"--out {args.out} was not written", file=sys.stderr)
     if args.result:
-        Path(args.result).write_text(result.to_json(indent=2) + "\n")
+        _write("--result", args.result, result.to_json(indent=2) + "\n")
     if args.trace_csv:
-        result.write_trace_csv(args.trace_csv)
+        _write("--trace-csv", args.trace_csv, result.trace_csv())
     if args.json:
         print(result.to_json())
     else:
@@ -154,18 +232,18 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_solvers(args: argparse.Namespace) -> int:
-    from geoplan.solving.core import available_solvers
+    from geoplan.display import format_solvers
+    from geoplan.solving.core import available_solvers, get_solver
 
-    for s in available_solvers():
-        ws = " (warm start)" if s.warm_start else ""
-        print(f"{s.name:16s} {s.kind:9s} {s.description}{ws}")
+    solvers = [get_solver(n) for n in args.names] if args.names else available_solvers()
+    print(format_solvers(solvers, params=not args.brief))
     return 0
 
 
 def cmd_space(args: argparse.Namespace) -> int:
-    from geoplan.model.space import plan_space_size
+    from geoplan.display import space_size_text
 
-    print(plan_space_size(args.n, args.layers))
+    print(space_size_text(args.n, args.layers))
     return 0
 
 
@@ -173,13 +251,14 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from geoplan.model.generators import by_family
     from geoplan.model.instance import Instance
 
+    _check_output("--out", args.out)
     data = by_family(args.family, args.n, args.layers, args.seed)
     if args.lam is not None:
         data.setdefault("objective", {})["lambda"] = args.lam
     Instance.from_dict(data)  # generated instances must load
     text = json.dumps(data, indent=2)
     if args.out:
-        Path(args.out).write_text(text + "\n")
+        _write("--out", args.out, text + "\n")
     else:
         print(text)
     return 0
@@ -195,6 +274,13 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"geoplan: error: {message} (see '{self.prog} --help')\n")
+
+    def format_help(self) -> str:
+        # An epilog computed only when help is shown (it imports every solver).
+        hook = getattr(self, "help_epilog", None)
+        if hook is not None:
+            self.epilog = hook()
+        return super().format_help()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -219,17 +305,27 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--json", action="store_true")
     v.set_defaults(func=cmd_validate)
 
-    s = sub.add_parser("solve", help="run a solver")
+    s = sub.add_parser(
+        "solve", help="run a solver",
+        description="Run a solver on an instance and print (or write) its result.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    s.help_epilog = _solve_epilog  # type: ignore[attr-defined]
     s.add_argument("instance")
-    s.add_argument("--solver", required=True)
+    s.add_argument("--solver", required=True, metavar="NAME",
+                   help="the solver (listed below; `geoplan solvers` describes them)")
     s.add_argument("--time-limit", type=_positive, default=60.0, help="seconds (default 60)")
-    s.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    s.add_argument("--threads", type=int, default=None, help="solver threads (default: cores)")
+    s.add_argument("--seed", type=_seed, default=0, help="random seed, >= 0 (default 0)")
+    s.add_argument("--threads", type=_count, default=None,
+                   help="solver threads (default: cores)")
     s.add_argument("--gap", type=float, default=0.0, help="relative gap target (default 0)")
     s.add_argument("--warm-start", help="a solver name or a plan file")
+    s.add_argument("--warm-start-param", action="append", type=_param, metavar="KEY=VALUE",
+                   help="a parameter of the --warm-start solver (repeatable)")
     s.add_argument("--lambda", dest="lam", type=_lambda)
     s.add_argument("--param", action="append", type=_param, metavar="KEY=VALUE",
-                   help="solver-specific parameter (repeatable)")
+                   help="a parameter of the solver (repeatable; `geoplan solvers NAME` "
+                   "lists them)")
     s.add_argument("--out", help="write the plan JSON here")
     s.add_argument("--result", help="write the full result JSON here")
     s.add_argument("--trace-csv", help="write the trace as CSV here")
@@ -244,12 +340,14 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("--lambda", dest="lam", type=_lambda)
     sh.set_defaults(func=cmd_show)
 
-    sl = sub.add_parser("solvers", help="list the registered solvers")
+    sl = sub.add_parser("solvers", help="list the solvers and their parameters")
+    sl.add_argument("names", nargs="*", metavar="NAME", help="only these solvers")
+    sl.add_argument("--brief", action="store_true", help="one line per solver")
     sl.set_defaults(func=cmd_solvers)
 
     sp = sub.add_parser("space", help="size f(N, L) of the plan space")
-    sp.add_argument("n", type=int)
-    sp.add_argument("layers", type=int)
+    sp.add_argument("n", type=int, help="GPUs N")
+    sp.add_argument("layers", type=int, help="layers L")
     sp.set_defaults(func=cmd_space)
 
     g = sub.add_parser("generate", help="write a generated instance")
@@ -261,13 +359,55 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--out")
     g.set_defaults(func=cmd_generate)
 
-    try:
-        from bench.cli import add_bench_parser
-    except ImportError:
-        pass
-    else:
-        add_bench_parser(sub)
+    _add_plugin_commands(sub)
     return p
+
+
+def _add_plugin_commands(sub: Any) -> None:
+    """Sub-commands from the ``geoplan.commands`` entry points (``bench`` among them).
+
+    Each names ``function(subparsers)``, which adds its parser. A command whose
+    optional dependency is missing is still listed and says how to install it; a
+    broken module raises (it is a bug, never hidden).
+    """
+    from importlib.metadata import entry_points
+
+    from geoplan.solving.registry import COMMAND_GROUP, SolverUnavailable, load_entry_point
+
+    for ep in sorted(entry_points(group=COMMAND_GROUP), key=lambda e: e.name):
+        if ep.name in sub.choices:
+            raise RuntimeError(f"entry point {ep.value!r} redefines geoplan {ep.name}")
+        try:
+            add = load_entry_point(ep, f"command {ep.name!r}")
+        except SolverUnavailable as exc:
+            stub = sub.add_parser(ep.name, help=f"(unavailable: {exc.package} is not installed)")
+            stub.add_argument("rest", nargs=argparse.REMAINDER)
+            stub.set_defaults(func=_unavailable(str(exc)))
+            continue
+        add(sub)
+
+
+def _unavailable(message: str) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        raise SolverError(message)
+
+    return run
+
+
+def _solve_epilog() -> str:
+    from geoplan.display import format_solvers
+    from geoplan.solving.core import available_solvers
+
+    return (
+        "solvers:\n"
+        + "\n".join("  " + line for line in
+                    format_solvers(available_solvers(), params=False).splitlines())
+        + "\n\nEach solver's parameters (name, type, default, range, help) are listed by\n"
+        "`geoplan solvers [NAME]` and set with --param KEY=VALUE (the warm-start\n"
+        "solver's with --warm-start-param KEY=VALUE). Booleans are true/false/1/0/yes/no;\n"
+        "`none` clears an optional value. An unknown key or a bad value exits with\n"
+        "status 2. docs/ describes each solver (milp.md, cpsat.md, memetic.md, ...)."
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

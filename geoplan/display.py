@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Mapping
@@ -11,7 +12,19 @@ from geoplan.cost import Evaluation, objective_units
 from geoplan.model.plan import Plan
 from geoplan.solving.core import Callbacks
 
-__all__ = ["ProgressPrinter", "format_evaluation", "format_plan"]
+__all__ = [
+    "ProgressPrinter",
+    "format_count",
+    "format_evaluation",
+    "format_plan",
+    "format_solvers",
+    "space_size_text",
+]
+
+#: Integers with more digits than this are printed as mantissa, exponent and digit count.
+MAX_EXACT_DIGITS = 60
+#: Above this many stage counts min(N, L), f(N, L) is summed in logarithms (exact is slow).
+_EXACT_SPACE_TERMS = 1000
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -120,3 +133,74 @@ class ProgressPrinter(Callbacks):
         self._clear()
         self.stream.write(result.summary() + "\n")
         self.stream.flush()
+
+
+def _digits(n: int) -> int:
+    """Decimal digits of a positive integer, without converting it to text."""
+    d = max(1, int(n.bit_length() * math.log10(2)))
+    while 10**d <= n:
+        d += 1
+    while d > 1 and 10 ** (d - 1) > n:
+        d -= 1
+    return d
+
+
+def format_count(n: int) -> str:
+    """``n`` in full when short; else ``1.23457e+5730 (5731 digits)``."""
+    if n < 10**MAX_EXACT_DIGITS:
+        return str(n)
+    d = _digits(n)
+    lead = n // 10 ** (d - 7)  # the 7 leading digits
+    return f"{lead / 1e6:.5f}e+{d - 1} ({d} digits)"
+
+
+def space_size_text(n_gpus: int, layers: int) -> str:
+    """f(N, L) for ``geoplan space``: exact, or from logarithms when it is astronomically large.
+
+    The sum has min(N, L) terms of thousands of digits each; beyond
+    ``_EXACT_SPACE_TERMS`` of them it is summed as logarithms (lgamma), which gives
+    the leading digits and the digit count, marked ``about``.
+    """
+    from geoplan.model.space import plan_space_size
+
+    if min(n_gpus, layers) <= _EXACT_SPACE_TERMS:
+        return format_count(plan_space_size(n_gpus, layers))
+    lg = math.lgamma
+    logs = [
+        (lg(layers) - lg(k) - lg(layers - k + 1) + lg(n_gpus + 1) - lg(n_gpus - k + 1))
+        / math.log(10)
+        for k in range(1, min(n_gpus, layers) + 1)
+    ]
+    top = max(logs)
+    log10 = top + math.log10(math.fsum(10 ** (x - top) for x in logs))
+    exp = math.floor(log10)
+    return f"about {10 ** (log10 - exp):.5f}e+{exp} ({exp + 1} digits)"
+
+
+def format_solvers(solvers: list[Any], *, params: bool = True) -> str:
+    """``geoplan solvers``: one line per solver, then its parameters (indented)."""
+    from geoplan.solving.registry import SolverUnavailable
+
+    lines: list[str] = []
+    for s in solvers:
+        try:
+            spec = s.spec()
+        except SolverUnavailable as exc:
+            lines.append(f"{s.name:16s} {'-':9s} unavailable: {exc}")
+            continue
+        ws = " (warm start)" if spec.warm_start else ""
+        lines.append(f"{spec.name:16s} {spec.kind:9s} {spec.description}{ws}")
+        if not params:
+            continue
+        rows = spec.describe()
+        if not rows:
+            lines.append("    (no parameters)")
+            continue
+        name_w = max(len(r.name) for r in rows)
+        type_w = max(len(r.type) for r in rows)
+        def_w = max(len(r.default) for r in rows)
+        rng_w = max(len(r.range) for r in rows)
+        for r in rows:
+            lines.append(f"    {r.name:{name_w}s}  {r.type:{type_w}s}  {r.default:>{def_w}s}  "
+                         f"{r.range:{rng_w}s}  {r.help}")
+    return "\n".join(lines)

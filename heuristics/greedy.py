@@ -13,7 +13,7 @@ Each chain is split by the exact optimal split for its fixed order
 module is importable, otherwise by :func:`geoplan.cost.baseline.proportional_split`
 (repaired to the memory caps) and priced by the batch evaluator.
 
-Parameters (``options.params``): ``split`` (``"exact"``, the default when
+Parameters (:class:`GreedyParams`, ``--param KEY=VALUE``): ``split`` (``"exact"``, the default when
 available, or ``"proportional"``), ``starts`` (how many first GPUs to try,
 fastest first; default all). The result does not depend on the seed; the time
 budget only truncates the list of starts after the first (``info["complete"]``).
@@ -22,19 +22,21 @@ budget only truncates the list of starts after the first (``info["complete"]``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from geoplan.cost.baseline import proportional_split
 from geoplan.cost.batch import BatchEvaluator
-from geoplan.errors import InputError
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
 from geoplan.solving.core import SolveOptions
+from geoplan.solving.params import SolverParams, param
+from geoplan.solving.registry import SolverSpec
 from geoplan.solving.result import Outcome, TraceRow
 
-__all__ = ["greedy_chains", "make_splitter", "solve"]
+__all__ = ["SPEC", "GreedyParams", "greedy_chains", "make_splitter", "solve"]
 
 #: order -> (objective, counts), or None when no split of that order is feasible.
 SplitFn = Callable[[Sequence[int]], tuple[float, tuple[int, ...]] | None]
@@ -121,14 +123,22 @@ def greedy_chains(
     return out
 
 
+@dataclass(frozen=True)
+class GreedyParams(SolverParams):
+    """Parameters of ``greedy``."""
+
+    LABEL: ClassVar[str] = "greedy"
+
+    split: Literal["exact", "proportional"] = param(
+        "exact", "split of each chain: the exact optimal split, or FLOPS-proportional")
+    starts: int | None = param(None, "first GPUs to try, fastest first (none: all)", at_least=1)
+
+
 def solve(instance: Instance, options: SolveOptions) -> Outcome:
     """Registered solver ``greedy``; see the module docstring."""
-    method = options.params.get("split", "exact")
-    if method not in ("exact", "proportional"):
-        raise InputError("params.split", method, "expected 'exact' or 'proportional'")
-    starts = options.params.get("starts", instance.n)
-    if isinstance(starts, bool) or not isinstance(starts, int) or starts < 1:
-        raise InputError("params.starts", starts, "expected a positive integer")
+    p = GreedyParams.parse(options.params)
+    method = p.split
+    starts = instance.n if p.starts is None else p.starts
     split, used_method = make_splitter(instance, method)
     c = instance.coefficients()
     firsts = sorted(range(instance.n), key=lambda g: (c.comp_ms[g], g))[:starts]
@@ -160,3 +170,6 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     # model_objective lets the core cross-check the split's own price against the evaluator.
     return Outcome(Plan.from_indices(instance, order, counts), "feasible",
                    model_objective=objective, trace=trace, info=info)
+
+
+SPEC = SolverSpec("greedy", solve, "heuristic", "greedy constructive plan", params=GreedyParams)

@@ -14,28 +14,44 @@ The Metis-default plan is always the first candidate, so the result is never
 slower than ``metis-default``. The core prices the returned plan under the
 instance's lambda; the trace reports that objective for each new incumbent.
 
-Parameters (``options.params``): ``exhaustive_max`` (int, default 7),
-``samples`` (int >= 1 or None for no cap, default 10000; sampling mode only).
+Parameters (:class:`MetisImprovedParams`, ``--param KEY=VALUE``): ``exhaustive_max``
+(int, default 7), ``samples`` (int >= 1 or none for no cap, default 10000; sampling
+mode only).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
+from dataclasses import dataclass
 from math import comb
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from geoplan.cost import evaluate
-from geoplan.cost.baseline import best_order_plan, metis_default_plan, time_only_cost
-from geoplan.errors import InputError
+from geoplan.cost.baseline import (
+    best_order_plan,
+    metis_default_plan,
+    solve_metis_default,
+    time_only_cost,
+)
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
 from geoplan.solving.core import SolveOptions
+from geoplan.solving.params import NoParams, SolverParams, param
+from geoplan.solving.registry import SolverSpec
 from geoplan.solving.result import Outcome, TraceRow
 
-__all__ = ["DEFAULT_SAMPLES", "EXHAUSTIVE_MAX", "solve_metis_improved", "subset_count"]
+__all__ = [
+    "DEFAULT_SAMPLES",
+    "EXHAUSTIVE_MAX",
+    "METIS_DEFAULT",
+    "SPEC",
+    "MetisImprovedParams",
+    "solve_metis_improved",
+    "subset_count",
+]
 
 EXHAUSTIVE_MAX = 7
 DEFAULT_SAMPLES = 10_000
@@ -47,14 +63,16 @@ def subset_count(n_gpus: int, layers: int) -> int:
     return sum(comb(n_gpus, k) for k in range(1, min(n_gpus, layers) + 1))
 
 
-def _int_param(params: Mapping[str, Any], key: str, default: int | None,
-               allow_none: bool = False) -> int | None:
-    value = params.get(key, default)
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputError(f"params.{key}", value, "expected a positive integer")
-    return value
+@dataclass(frozen=True)
+class MetisImprovedParams(SolverParams):
+    """Parameters of ``metis-improved``."""
+
+    LABEL: ClassVar[str] = "metis-improved"
+
+    exhaustive_max: int = param(EXHAUSTIVE_MAX, "try every GPU subset when N is at most this",
+                                at_least=1)
+    samples: int | None = param(DEFAULT_SAMPLES, "distinct subsets sampled beyond "
+                                "exhaustive_max (none: no cap)", at_least=1)
 
 
 def _exhaustive(n_gpus: int, k_max: int) -> Iterator[tuple[int, ...]]:
@@ -72,8 +90,8 @@ def _sampled(rng: np.random.Generator, n_gpus: int, k_max: int) -> Iterator[tupl
 
 def solve_metis_improved(instance: Instance, options: SolveOptions) -> Outcome:
     """Registered solver ``metis-improved``; see the module docstring for the rules."""
-    exhaustive_max = _int_param(options.params, "exhaustive_max", EXHAUSTIVE_MAX)
-    samples = _int_param(options.params, "samples", DEFAULT_SAMPLES, allow_none=True)
+    p = MetisImprovedParams.parse(options.params)
+    exhaustive_max, samples = p.exhaustive_max, p.samples
     rng = np.random.default_rng(options.seed)
     c = instance.coefficients()
     n_gpus, layers = instance.n, instance.layers
@@ -140,3 +158,13 @@ def solve_metis_improved(instance: Instance, options: SolveOptions) -> Outcome:
         return Outcome(None, "no_solution", trace=trace, info=info,
                        message="no GPU subset gives a feasible plan by the Metis rules")
     return Outcome(best_plan, "feasible", trace=trace, info=info)
+
+
+SPEC = SolverSpec("metis-improved", solve_metis_improved, "baseline",
+                  "Metis improved: GPU subsets (exhaustive up to 7, sampled beyond)",
+                  params=MetisImprovedParams)
+#: ``metis-default`` lives in geoplan.cost.baseline (other solvers use its plan).
+METIS_DEFAULT = SolverSpec(
+    "metis-default", solve_metis_default, "baseline",
+    "Metis default: every usable GPU, FLOPS-proportional split, rule-based order",
+    params=NoParams)

@@ -16,8 +16,8 @@ Neighbourhoods of a plan with stages (g_q, n_q):
 * ``add``: split one stage (>= 2 layers) in halves, an unused GPU taking the first
   or the last half.
 
-Parameters (``options.params``): ``max_restarts`` (descents in all, warm starts
-included; default None = until the time limit), ``improvement`` (``"best"``,
+Parameters (:class:`RRLSParams`, ``--param KEY=VALUE``): ``max_restarts`` (descents
+in all, warm starts included; default None = until the time limit), ``improvement`` (``"best"``,
 default, or ``"first"``: the first improving move in a seeded random order),
 ``stall_restarts`` (stop after this many descents in a row without a new best;
 default None), ``start_tries`` (random draws allowed per start, default 4096). If
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -39,43 +39,35 @@ from geoplan.errors import InputError
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
 from geoplan.solving.core import SolveOptions
+from geoplan.solving.params import SolverParams, param
+from geoplan.solving.registry import SolverSpec
 from geoplan.solving.result import Outcome, TraceRow
 
-__all__ = ["MOVES", "RRLSParams", "neighbourhood", "random_chromosomes", "solve"]
+__all__ = ["MOVES", "SPEC", "RRLSParams", "neighbourhood", "random_chromosomes", "solve"]
 
 MOVES = ("shift", "swap", "replace", "drop", "add")
 _START_BATCH = 64
 
 
 @dataclass(frozen=True)
-class RRLSParams:
-    """RR-LS settings; build with :meth:`from_mapping` to check them."""
+class RRLSParams(SolverParams):
+    """RR-LS settings (``--param KEY=VALUE``); they check themselves when built."""
 
-    max_restarts: int | None = None
-    improvement: str = "best"
-    stall_restarts: int | None = None
-    start_tries: int = 4096
+    LABEL: ClassVar[str] = "random-restart"
+
+    max_restarts: int | None = param(
+        None, "descents in all, warm starts included (none: until the time limit)", at_least=1)
+    improvement: Literal["best", "first"] = param(
+        "best", "take the best improving move, or the first in a seeded random order")
+    stall_restarts: int | None = param(
+        None, "stop after this many descents in a row without a new best (none: never)",
+        at_least=1)
+    start_tries: int = param(4096, "random draws allowed per start", at_least=1)
 
     @classmethod
     def from_mapping(cls, params: Mapping[str, Any]) -> RRLSParams:
-        def opt_int(key: str, default: int | None) -> int | None:
-            v = params.get(key, default)
-            if v is None:
-                return None
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise InputError(f"params.{key}", v, "expected a positive integer")
-            return v
-
-        improvement = params.get("improvement", "best")
-        if improvement not in ("best", "first"):
-            raise InputError("params.improvement", improvement, "expected 'best' or 'first'")
-        tries = opt_int("start_tries", None)
-        return cls(
-            max_restarts=opt_int("max_restarts", None),
-            improvement=improvement,
-            stall_restarts=opt_int("stall_restarts", None),
-            start_tries=cls.start_tries if tries is None else tries,
-        )
+        """The parameters from ``--param`` strings or values (:func:`parse_params`)."""
+        return cls.parse(params)
 
 
 def _stages(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -263,7 +255,7 @@ def _default_start(instance: Instance, ev: BatchEvaluator) -> tuple[np.ndarray, 
 
 def solve(instance: Instance, options: SolveOptions) -> Outcome:
     """Registered solver ``random-restart``; see the module docstring."""
-    params = RRLSParams.from_mapping(options.params)
+    params = RRLSParams.parse(options.params)
     search = _Search(instance, options, params)
     warm = _warm_chromosomes(instance, options.warm_start, search.ev)
     restarts = failed = stall = 0
@@ -310,3 +302,8 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
                        message="no feasible random start found")
     plan = Plan.from_chromosome(instance, search.best_x)
     return Outcome(plan, "feasible", model_objective=search.best_f, trace=search.trace, info=info)
+
+
+SPEC = SolverSpec("random-restart", solve, "heuristic",
+                  "random-restart local search on the same evaluator", warm_start=True,
+                  params=RRLSParams)

@@ -1,18 +1,21 @@
-"""Solver registry and the one entry point that runs, prices and checks a solver.
+"""The one entry point that runs, prices and checks a solver.
 
 Every solver is a function ``solve(instance, options) -> Outcome`` registered
-by name. :func:`solve` resolves the normalisers, runs an optional warm-start
-solver for a slice of the budget, calls the solver, then prices the returned
-plan with the shared evaluator and validator, checks the model's own
-objective and bound against that price, and returns a :class:`SolveResult`.
+by name (:mod:`geoplan.solving.registry`, from the ``geoplan.solvers`` entry
+points), with its parameters in a dataclass (:mod:`geoplan.solving.params`).
+:func:`solve` checks the arguments and parameters, resolves the normalisers,
+runs an optional warm-start solver for a slice of the budget, calls the solver,
+then prices the returned plan with the shared evaluator and validator, checks
+the model's own objective and bound against that price, and returns a
+:class:`SolveResult`.
 """
 
 from __future__ import annotations
 
-import importlib
+import math
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,17 +24,31 @@ from geoplan.cost.normalise import resolve_normalisers
 from geoplan.errors import FormulationError, InputError, SolverError
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
+from geoplan.solving.params import SolverParams
+from geoplan.solving.registry import (
+    _REGISTRY,
+    SolverSpec,
+    SolverUnavailable,
+    available_solvers,
+    get_solver,
+    register,
+    solver_names,
+)
 from geoplan.solving.result import STATUSES, Outcome, SolveResult, TraceRow
 
 __all__ = [
     "Callbacks",
     "SolveOptions",
     "SolverSpec",
+    "SolverUnavailable",
     "available_solvers",
     "get_solver",
     "register",
     "solve",
+    "solver_names",
 ]
+
+_ = _REGISTRY  # re-exported: tests register solvers for one test with monkeypatch.setitem
 
 
 class Callbacks:
@@ -58,7 +75,9 @@ class SolveOptions:
     ``seed`` required; ``threads`` the worker/thread count handed to backends;
     ``gap`` the relative-gap target at which an exact solver may stop (0 means
     prove optimality to the backend's tightest tolerance); ``warm_start`` plans
-    to start from; ``params`` solver-specific settings.
+    to start from; ``params`` the solver's parameters: its
+    :class:`~geoplan.solving.params.SolverParams` dataclass (what :func:`solve`
+    hands over), or a mapping that the solver parses with it (direct calls).
     """
 
     seed: int
@@ -66,13 +85,15 @@ class SolveOptions:
     threads: int = 1
     gap: float = 0.0
     warm_start: tuple[Plan, ...] = ()
-    params: Mapping[str, Any] = field(default_factory=dict)
+    params: Mapping[str, Any] | SolverParams = field(default_factory=dict)
     callbacks: Callbacks = field(default_factory=Callbacks)
     start: float = field(default_factory=time.perf_counter)
 
     def __post_init__(self) -> None:
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise InputError("seed", self.seed, "expected an integer seed")
+        if self.seed < 0:
+            raise InputError("seed", self.seed, "expected a non-negative integer seed")
         if not self.time_limit > 0:
             raise InputError("time_limit", self.time_limit, "must be positive")
         if isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1:
@@ -92,75 +113,6 @@ class SolveOptions:
         return max(0.0, self.deadline - time.perf_counter())
 
 
-SolverFn = Callable[[Instance, SolveOptions], Outcome]
-
-
-@dataclass(frozen=True)
-class SolverSpec:
-    """A registered solver: where its function lives and what it is."""
-
-    name: str
-    target: str | SolverFn
-    kind: str  # "exact", "heuristic" or "baseline"
-    description: str
-    warm_start: bool = False
-
-    def load(self) -> SolverFn:
-        if callable(self.target):
-            return self.target
-        module, _, attr = self.target.partition(":")
-        try:
-            return getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as exc:
-            raise SolverError(f"solver {self.name!r} is not available: {exc}") from exc
-
-
-_REGISTRY: dict[str, SolverSpec] = {}
-
-
-def register(spec: SolverSpec) -> None:
-    """Register (or replace) a solver."""
-    _REGISTRY[spec.name] = spec
-
-
-for _spec in (
-    SolverSpec("metis-default", "geoplan.cost.baseline:solve_metis_default", "baseline",
-               "Metis default: every usable GPU, FLOPS-proportional split, rule-based order"),
-    SolverSpec("metis-improved", "heuristics.metis:solve_metis_improved", "baseline",
-               "Metis improved: GPU subsets (exhaustive up to 7, sampled beyond)"),
-    SolverSpec("memetic", "heuristics.memetic:solve", "heuristic",
-               "GeoTrain memetic algorithm (paper section 5)", warm_start=True),
-    SolverSpec("random-restart", "heuristics.rrls:solve", "heuristic",
-               "random-restart local search on the same evaluator", warm_start=True),
-    SolverSpec("greedy", "heuristics.greedy:solve", "heuristic",
-               "greedy constructive plan"),
-    SolverSpec("bruteforce", "formulations.bruteforce:solve", "exact",
-               "enumerates the whole plan space (memory-pruned)"),
-    SolverSpec("bnb", "formulations.bnb:solve", "exact",
-               "branch-and-bound over stage sequences with exact splits", warm_start=True),
-    SolverSpec("milp", "formulations.milp:solve", "exact",
-               "MILP in Pyomo solved by HiGHS", warm_start=True),
-    SolverSpec("cpsat", "formulations.cpsat:solve", "exact",
-               "CP-SAT model in OR-Tools (integer-scaled times)", warm_start=True),
-    SolverSpec("portfolio", "formulations.portfolio:solve", "exact",
-               "memetic first, then the best exact model warm-started from it",
-               warm_start=True),
-):
-    register(_spec)
-
-
-def available_solvers() -> list[SolverSpec]:
-    return list(_REGISTRY.values())
-
-
-def get_solver(name: str) -> SolverSpec:
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        known = ", ".join(sorted(_REGISTRY))
-        raise InputError("solver", name, f"unknown solver; known: {known}") from None
-
-
 def default_threads() -> int:
     """Threads used when none are given: the machine's cores, at most 8."""
     return max(1, min(8, os.cpu_count() or 1))
@@ -176,28 +128,43 @@ def solve(
     gap: float = 0.0,
     warm_start: str | Plan | Sequence[Plan] | None = None,
     warm_start_fraction: float = 0.2,
-    params: Mapping[str, Any] | None = None,
+    params: Mapping[str, Any] | SolverParams | None = None,
+    warm_start_params: Mapping[str, Any] | SolverParams | None = None,
     callbacks: Callbacks | None = None,
 ) -> SolveResult:
     """Run ``solver`` on ``instance`` and return its priced, checked result.
 
     ``warm_start`` is a plan, a list of plans, or the name of another solver;
     a solver name runs that solver first for ``warm_start_fraction`` of the
-    budget and hands its plan over, all within ``time_limit``.
+    budget (with ``warm_start_params``) and hands its plan over, all within
+    ``time_limit``. ``params`` are the solver's parameters (a mapping of
+    ``--param`` strings or values, or its parameter dataclass); they and the
+    other arguments are checked before any work starts.
     """
+    threads = default_threads() if threads is None else threads
+    SolveOptions(seed=seed, time_limit=time_limit, threads=threads, gap=gap)  # checks them
     spec = get_solver(solver)
     fn = spec.load()
+    typed, given = spec.parse_params(params)
+    ws_typed: SolverParams | None = None
+    if isinstance(warm_start, str):
+        if warm_start == solver:
+            raise InputError("warm_start", warm_start, "a solver cannot warm-start itself")
+        ws_spec = get_solver(warm_start)
+        ws_spec.load()
+        ws_typed, _ = ws_spec.parse_params(warm_start_params, where="warm_start_params")
+    elif warm_start_params:
+        raise InputError("warm_start_params", dict(warm_start_params) if isinstance(
+            warm_start_params, Mapping) else warm_start_params,
+            "warm-start parameters need a warm-start solver (not a plan)")
     instance = resolve_normalisers(instance)
     callbacks = callbacks or Callbacks()
-    threads = default_threads() if threads is None else threads
     start = time.perf_counter()
     info: dict[str, Any] = {}
 
     starts: tuple[Plan, ...] = ()
     prefix: list[TraceRow] = []
     if isinstance(warm_start, str):
-        if warm_start == solver:
-            raise InputError("warm_start", warm_start, "a solver cannot warm-start itself")
         if not 0 < warm_start_fraction < 1:
             raise InputError("warm_start_fraction", warm_start_fraction, "must lie in (0, 1)")
         ws = solve(
@@ -206,11 +173,12 @@ def solve(
             seed=seed,
             time_limit=time_limit * warm_start_fraction,
             threads=threads,
-            params=None,
+            params=ws_typed,
             callbacks=None,
         )
         info["warm_start"] = {
             "source": warm_start,
+            **({"params": ws.params} if warm_start_params else {}),
             "objective": ws.objective,
             "wall_s": round(ws.wall_s, 6),
         }
@@ -238,7 +206,7 @@ def solve(
         threads=threads,
         gap=gap,
         warm_start=starts,
-        params=dict(params or {}),
+        params=typed,
         callbacks=callbacks,
     )
     callbacks.on_start(solver, instance, options)
@@ -249,7 +217,7 @@ def solve(
     outcome.trace = prefix + [
         TraceRow(r.seconds + offset, r.incumbent, r.bound) for r in outcome.trace
     ]
-    result = finish(instance, spec.name, outcome, wall, seed, options, info)
+    result = finish(instance, spec.name, outcome, wall, seed, options, info, given)
     callbacks.on_end(result)
     return result
 
@@ -262,8 +230,15 @@ def finish(
     seed: int | None,
     options: SolveOptions | None = None,
     info: dict[str, Any] | None = None,
+    given_params: Mapping[str, Any] | None = None,
 ) -> SolveResult:
-    """Price ``outcome`` with the shared evaluator and check it; build the result."""
+    """Price ``outcome`` with the shared evaluator and check it; build the result.
+
+    ``given_params`` are the solver parameters the caller set (canonical keys, typed
+    values), recorded in the result; by default the mapping in ``options.params``.
+    Without a plan, a bound that proves nothing (not positive, or not finite) is
+    reported as null, and an ``infeasible`` result has no bound.
+    """
     if outcome.status not in STATUSES:
         raise SolverError(f"{solver}: unknown status {outcome.status!r}")
     info = {**(info or {}), **outcome.info}
@@ -298,6 +273,8 @@ def finish(
             )
     elif status in ("optimal", "feasible"):
         raise SolverError(f"{solver}: status {status!r} but no plan")
+    elif status == "infeasible" or (lower is not None and not 0 < lower < math.inf):
+        lower = None  # every objective is positive: a zero bound proves nothing
     gap = None
     if objective is not None and lower is not None:
         gap = max(0.0, (objective - lower) / objective) if objective > 0 else 0.0
@@ -310,8 +287,10 @@ def finish(
             "time_limit": options.time_limit,
             "threads": options.threads,
             "gap": options.gap,
-            **{k: v for k, v in options.params.items() if _jsonish(v)},
         }
+        if given_params is None and isinstance(options.params, Mapping):
+            given_params = options.params
+        params.update({k: v for k, v in (given_params or {}).items() if _jsonish(v)})
     return SolveResult(
         solver=solver,
         status=status,

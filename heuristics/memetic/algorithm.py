@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, ClassVar
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -22,6 +22,8 @@ from geoplan.errors import InputError
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
 from geoplan.solving.core import Callbacks, SolveOptions
+from geoplan.solving.params import SolverParams, param
+from geoplan.solving.registry import SolverSpec
 from geoplan.solving.result import Outcome, TraceRow
 from heuristics.memetic.crossover import best_cut_crossover
 from heuristics.memetic.encoding import row_keys
@@ -38,6 +40,7 @@ from heuristics.memetic.stop import (
 )
 
 __all__ = [
+    "SPEC",
     "GenerationStats",
     "MemeticParams",
     "MemeticResult",
@@ -51,7 +54,7 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class MemeticParams:
+class MemeticParams(SolverParams):
     """Parameters of the memetic algorithm; defaults are the paper's (section 5, 6.2).
 
     ``population`` P, ``tournament`` k, ``elite`` E, ``ls_rate`` r_ls,
@@ -64,60 +67,53 @@ class MemeticParams:
     local search balances: ``tau``, compute plus the stage's fixed link times,
     or ``compute``, the paper's n_q / F~), ``restarts`` (fresh runs after a
     run stops on w or G_max, while time remains; 0 in the paper).
-    docs/memetic.md explains the choices.
+    docs/memetic.md explains the choices. Types and ranges are checked by
+    :class:`~geoplan.solving.params.SolverParams`; ``__post_init__`` adds the
+    checks across fields.
     """
 
-    population: int = 200
-    tournament: int = 4
-    elite: int = 2
-    ls_rate: float = 0.5
-    p_fall: float = 0.1
-    time_limit: float = 120.0
-    no_improvement: int = 100
-    max_generations: int = 500
-    max_init_samples: int = 100_000
-    offspring: int | None = None
-    replacement: str = "generational"
-    ls_load: str = "tau"
-    restarts: int = 0
+    population: int = param(200, "population size P", at_least=2)
+    tournament: int = param(4, "tournament size k", at_least=1)
+    elite: int = param(2, "elite individuals E kept each generation (< population)",
+                       at_least=0)
+    ls_rate: float = param(0.5, "share r_ls of offspring rebalanced by local search",
+                           at_least=0.0, at_most=1.0)
+    p_fall: float = param(0.1, "probability that a crossover tries every cut",
+                          at_least=0.0, at_most=1.0)
+    time_limit: float = param(120.0, "T_max seconds (geoplan solve: from --time-limit)",
+                              above=0.0)
+    no_improvement: int = param(100, "stop after w generations without improvement",
+                                at_least=1)
+    max_generations: int = param(500, "stop after G_max generations", at_least=0)
+    max_init_samples: int = param(100_000, "random chromosomes the initialisation may draw",
+                                  at_least=1)
+    offspring: int | None = param(None, "offspring per generation (none: P - E)", at_least=1)
+    replacement: Literal["generational", "improving"] = param(
+        "generational", "offspring replace the P - E worst, or only those they beat")
+    ls_load: Literal["tau", "compute"] = param(
+        "tau", "what the local search balances: tau, or compute (the paper's)")
+    restarts: int = param(0, "fresh runs after a stop on w or G_max, while time remains",
+                          at_least=0)
 
     def __post_init__(self) -> None:
-        def need(ok: bool, name: str, msg: str) -> None:
-            if not ok:
-                raise InputError(f"params.{name}", getattr(self, name), msg)
-
-        for name in _INT_FIELDS:
-            v = getattr(self, name)
-            need(isinstance(v, int) and not isinstance(v, bool), name, "expected an integer")
-        for name in _FLOAT_FIELDS:
-            v = getattr(self, name)
-            need(isinstance(v, int | float) and not isinstance(v, bool), name, "expected a number")
-        need(self.population >= 2, "population", "must be at least 2")
-        need(self.tournament >= 1, "tournament", "must be at least 1")
-        need(0 <= self.elite < self.population, "elite", "must lie in 0..population-1")
-        need(0.0 <= self.ls_rate <= 1.0, "ls_rate", "must lie in [0, 1]")
-        need(0.0 <= self.p_fall <= 1.0, "p_fall", "must lie in [0, 1]")
-        need(self.time_limit > 0, "time_limit", "must be positive")
-        need(self.no_improvement >= 1, "no_improvement", "must be at least 1")
-        need(self.max_generations >= 0, "max_generations", "must be non-negative")
-        need(self.max_init_samples >= 1, "max_init_samples", "must be at least 1")
-        need(self.restarts >= 0, "restarts", "must be non-negative")
-        need(self.replacement in ("generational", "improving"), "replacement",
-             "expected 'generational' or 'improving'")
-        need(self.ls_load in ("tau", "compute"), "ls_load", "expected 'tau' or 'compute'")
-        if self.offspring is not None:
-            need(isinstance(self.offspring, int) and not isinstance(self.offspring, bool)
-                 and self.offspring >= 1, "offspring", "expected a positive integer or null")
+        super().__post_init__()
+        if not self.elite < self.population:
+            raise InputError("params.elite", self.elite, "must lie in 0..population-1")
 
     @property
     def n_offspring(self) -> int:
         """Offspring bred per generation (two per crossover)."""
         return self.population - self.elite if self.offspring is None else self.offspring
 
+    LABEL: ClassVar[str] = "memetic"
     #: Accepted ``--param`` keys: field names and the paper's symbols.
     ALIASES: ClassVar[dict[str, str]] = {
         "P": "population", "k": "tournament", "E": "elite", "r_ls": "ls_rate",
         "w": "no_improvement", "G_max": "max_generations", "T_max": "time_limit",
+    }
+    #: Fields that a KEY=VALUE mapping may not set (build the dataclass directly instead).
+    REFUSED: ClassVar[dict[str, str]] = {
+        "time_limit": "set the memetic budget with --time-limit (time_limit= in Python)",
     }
 
     @classmethod
@@ -125,32 +121,11 @@ class MemeticParams:
                      ) -> MemeticParams:
         """Overrides from ``--param KEY=VALUE`` (field names or the paper's symbols).
 
-        Values arrive JSON-decoded; integral floats become ints where an
-        integer is expected, ints become floats where a number is.
+        Values are text or JSON/TOML values, read by
+        :func:`~geoplan.solving.params.parse_params` (integral floats become ints
+        where an integer is expected, ints become floats where a number is).
         """
-        names = {f.name for f in fields(cls)}
-        changes: dict[str, Any] = {}
-        for key, value in params.items():
-            name = cls.ALIASES.get(key, key)
-            if name not in names:
-                known = ", ".join(sorted(names | set(cls.ALIASES)))
-                raise InputError(
-                    f"params.{key}", value, f"unknown memetic parameter; known: {known}"
-                )
-            if isinstance(value, bool):
-                pass  # never a number here; __post_init__ says so
-            elif name in _FLOAT_FIELDS and isinstance(value, int):
-                value = float(value)
-            elif name in (*_INT_FIELDS, "offspring") and isinstance(value, float) \
-                    and value.is_integer():
-                value = int(value)
-            changes[name] = value
-        return replace(base or cls(), **changes)
-
-
-_INT_FIELDS = ("population", "tournament", "elite", "no_improvement", "max_generations",
-               "max_init_samples", "restarts")
-_FLOAT_FIELDS = ("ls_rate", "p_fall", "time_limit")
+        return cls.parse(params, base=base)
 
 
 # --------------------------------------------------------------------------- result
@@ -405,11 +380,11 @@ def _init_info(init: InitialPopulation) -> dict[str, Any]:
 
 def solve(instance: Instance, options: SolveOptions) -> Outcome:
     """Registered solver ``memetic``: ``--param`` overrides, budget from ``--time-limit``."""
-    if "time_limit" in options.params or "T_max" in options.params:
-        raise InputError("params.time_limit", options.params.get("time_limit"),
-                         "set the memetic budget with --time-limit")
-    params = MemeticParams.from_mapping(options.params, MemeticParams(
-        time_limit=options.time_limit))
+    raw = options.params
+    if isinstance(raw, MemeticParams):  # parsed by geoplan.solving.core.solve
+        params = replace(raw, time_limit=options.time_limit)
+    else:
+        params = MemeticParams.from_mapping(raw, MemeticParams(time_limit=options.time_limit))
     res = run_memetic(
         instance,
         options.seed,
@@ -423,3 +398,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     if res.plan is None:
         return Outcome(None, "no_solution", trace=res.trace, info=info, message=res.message)
     return Outcome(res.plan, "feasible", trace=res.trace, info=info)
+
+
+SPEC = SolverSpec("memetic", solve, "heuristic", "GeoTrain memetic algorithm (paper section 5)",
+                  warm_start=True, params=MemeticParams)
