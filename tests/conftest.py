@@ -8,10 +8,17 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from geoplan.model.instance import Instance
 
 DATA = Path(__file__).parent / "data"
+
+# Hypothesis runs deterministically in CI and locally: the examples derive from each
+# test's name, not from a random seed, and no example database carries failures from
+# one run into the next. Tests that set their own @settings inherit these defaults.
+settings.register_profile("geoplan", derandomize=True, database=None, deadline=None)
+settings.load_profile("geoplan")
 
 # Importlib mode puts no test directory on sys.path, and putting tests/ there
 # would let tests/geoplan shadow the geoplan package as a namespace package. So
