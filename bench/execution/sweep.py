@@ -56,18 +56,20 @@ class SweepSummary:
 
 
 def availability(names: Iterable[str]) -> dict[str, str]:
-    """Solver name -> reason, for registered solvers that cannot be loaded."""
-    from geoplan.errors import SolverError
+    """Solver name -> reason, for registered solvers whose backend is not installed.
+
+    Only a missing backend (SolverUnavailable) makes a solver's runs "skipped"; a
+    broken solver module raises here and stops the sweep.
+    """
     from geoplan.solving.core import get_solver
+    from geoplan.solving.registry import SolverUnavailable
 
     out = {}
     for name in sorted(set(names)):
         try:
             get_solver(name).load()
-        except SolverError as exc:
+        except SolverUnavailable as exc:
             out[name] = str(exc)
-        except Exception as exc:  # a solver module failing at import time
-            out[name] = f"solver {name!r} failed to import: {type(exc).__name__}: {exc}"
     return out
 
 
