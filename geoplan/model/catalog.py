@@ -17,8 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from geoplan.errors import InputError
-from geoplan.model.network import expand_network
+from geoplan.model.network import LinkArrays, expand_network, expand_network_arrays
 
 __all__ = [
     "GPU_TYPES",
@@ -226,7 +228,7 @@ def model_shape(name: str, where: str = "model preset") -> ModelShape:
 _GPU_FILLED = ("peak_tflops", "memory_gb", "idle_w", "active_w")
 
 
-def expand_instance_dict(d: Mapping[str, Any]) -> dict[str, Any]:
+def expand_instance_dict(d: Mapping[str, Any], *, columnar: bool = False) -> dict[str, Any]:
     """Return a new instance dict with the catalog and sites shorthands expanded.
 
     * a GPU whose ``type`` names a catalog GPU gets its missing ``peak_tflops``,
@@ -239,9 +241,13 @@ def expand_instance_dict(d: Mapping[str, Any]) -> dict[str, Any]:
       for the same ``(src, dst)``.
 
     The input is not modified; a canonical dict comes back equal to itself.
-    Non-dict parts are left for :meth:`Instance.from_dict` to report.
+    Non-dict parts are left for :meth:`Instance.from_dict` to report. With
+    ``columnar=True`` generated links come back as one
+    :class:`~geoplan.model.network.LinkArrays` (explicit links in its ``explicit``),
+    which :meth:`Instance.from_dict` reads without building a dict per link. The
+    (possibly huge) ``links`` list is shared with the input, not copied.
     """
-    out = copy.deepcopy(dict(d))
+    out = {k: (v if k == "links" else copy.deepcopy(v)) for k, v in dict(d).items()}
 
     gpus = out.get("gpus")
     if isinstance(gpus, list):
@@ -265,8 +271,13 @@ def expand_instance_dict(d: Mapping[str, Any]) -> dict[str, Any]:
     if "network" in out:
         spec = out.pop("network")
         if spec is not None:
-            generated = expand_network(gpus if isinstance(gpus, list) else [], spec)
+            gpu_list = gpus if isinstance(gpus, list) else []
             explicit = out.get("links") or []
+            if columnar and isinstance(explicit, list):
+                out["links"] = _merge_columnar(gpu_list, expand_network_arrays(gpu_list, spec),
+                                               explicit)
+                return out
+            generated = expand_network(gpu_list, spec)
             if not isinstance(explicit, list):
                 out["links"] = explicit  # not a list: leave it for the loader to reject
             else:
@@ -275,3 +286,23 @@ def expand_instance_dict(d: Mapping[str, Any]) -> dict[str, Any]:
                     e for e in generated if (e["src"], e["dst"]) not in given
                 ] + explicit
     return out
+
+
+def _merge_columnar(gpus: list[Any], generated: LinkArrays, explicit: list[Any]) -> LinkArrays:
+    """Generated links minus the pairs that explicit links give, then the explicit ones."""
+    if explicit:
+        index = {str(g["id"]): k for k, g in enumerate(gpus)}
+        n = len(gpus)
+        given = [
+            index[e["src"]] * n + index[e["dst"]]
+            for e in explicit
+            if isinstance(e, Mapping)
+            and isinstance(e.get("src"), str)
+            and isinstance(e.get("dst"), str)
+            and e["src"] in index
+            and e["dst"] in index
+        ]
+        if given:
+            keep = ~np.isin(generated.src * n + generated.dst, np.array(given, dtype=np.int64))
+            generated = LinkArrays(*(a[keep] for a in generated[:5]))
+    return generated._replace(explicit=list(explicit))

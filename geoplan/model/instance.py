@@ -8,23 +8,30 @@ formulas of ``cost-model.md`` are written down exactly once, here.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
-from collections.abc import Mapping
+import re
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 from geoplan.cost.coefficients import Coefficients, build_coefficients, memory_admits_pipeline
 from geoplan.errors import InputError
 
 __all__ = [
     "GPU",
+    "Bound",
     "Instance",
     "Link",
+    "LinkTable",
     "ModelSpec",
     "ObjectiveSpec",
     "TrainingSpec",
@@ -32,66 +39,151 @@ __all__ = [
 ]
 
 
-# --------------------------------------------------------------------------- parsing helpers
+# --------------------------------------------------------------------------- sanity ranges
 
 
-def _req(d: Mapping[str, Any], key: str, where: str) -> Any:
-    if not isinstance(d, Mapping):
-        raise InputError(where, d, "expected a JSON object")
-    if key not in d or d[key] is None:
-        raise InputError(f"{where}.{key}", None, "required field is missing")
-    return d[key]
+def _fmt(x: float) -> str:
+    if x != 0 and abs(x) >= 1e4:
+        k = round(math.log10(abs(x)))
+        if abs(x) == 10.0**k:
+            return f"1e{k}"
+    return f"{x:g}"
 
 
-def _num(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InputError(where, value, "expected a number")
-    x = float(value)
-    if not math.isfinite(x):
-        raise InputError(where, value, "must be finite")
-    return x
+@dataclass(frozen=True)
+class Bound:
+    """The physical sanity range of one number (documented in docs/formats.md)."""
+
+    lo: float
+    hi: float
+    lo_open: bool = False
+    integer: bool = False
+
+    def __str__(self) -> str:
+        return f"{'(' if self.lo_open else '['}{_fmt(self.lo)}, {_fmt(self.hi)}]"
+
+    def admits(self, a: np.ndarray) -> np.ndarray:
+        """Vectorised: True where a value lies in the range (NaN never does)."""
+        low = a > self.lo if self.lo_open else a >= self.lo
+        return low & (a <= self.hi)
+
+    def check(self, value: Any, where: str) -> Any:
+        """The value as float (int for counts), or InputError naming ``where``."""
+        kind = "an integer" if self.integer else "a number"
+        if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+            raise InputError(where, value, f"expected {kind}")
+        if isinstance(value, float | np.floating) and not math.isfinite(value):
+            raise InputError(where, value, "must be finite")
+        if self.integer:
+            if isinstance(value, float | np.floating) and not float(value).is_integer():
+                raise InputError(where, value, "expected an integer (a count)")
+            x: Any = int(value)
+        else:
+            try:
+                x = float(value)
+            except OverflowError:  # an int too large for a float
+                raise InputError(where, value, f"too large; allowed range {self}") from None
+        ok = (x > self.lo if self.lo_open else x >= self.lo) and x <= self.hi
+        if not ok:
+            if x > self.hi:
+                reason = "too large"
+            elif self.lo == 0:
+                reason = "must be positive" if self.lo_open else "must be non-negative"
+            else:
+                reason = "too small"
+            raise InputError(where, value, f"{reason}; allowed range {self}")
+        return x
 
 
-def _pos(value: Any, where: str) -> float:
-    x = _num(value, where)
-    if x <= 0:
-        raise InputError(where, value, "must be positive")
-    return x
+#: Sanity ranges of every number of an instance, by record (docs/formats.md).
+GPU_BOUNDS: dict[str, Bound] = {
+    "peak_tflops": Bound(0, 1e5, lo_open=True),
+    "memory_gb": Bound(0, 1e5, lo_open=True),
+    "idle_w": Bound(0, 1e5),
+    "active_w": Bound(0, 1e5, lo_open=True),
+    "compute_util": Bound(0, 1, lo_open=True),
+    "memory_util": Bound(0, 1, lo_open=True),
+}
+LINK_BOUNDS: dict[str, Bound] = {
+    "bandwidth_gbps": Bound(0, 1e7, lo_open=True),
+    "latency_ms": Bound(0, 1e6),
+    "util": Bound(0, 1, lo_open=True),
+}
+MODEL_BOUNDS: dict[str, Bound] = {
+    "layers": Bound(1, 1e5, integer=True),
+    "hidden": Bound(1, 1e6, integer=True),
+    "seq_len": Bound(1, 1e8, integer=True),
+    "vocab": Bound(1, 1e8, integer=True),
+    "flops_per_token_per_layer": Bound(0, 1e18, lo_open=True),
+}
+TRAINING_BOUNDS: dict[str, Bound] = {
+    "batch_size": Bound(1, 1e9, integer=True),
+    "micro_batch_size": Bound(1, 1e9, integer=True),
+    "bytes_per_value": Bound(0, 64, lo_open=True),
+    "activation_factor": Bound(0, 1e4, lo_open=True),
+    "backward_factor": Bound(0, 1e3),
+    "stage_overhead_ms": Bound(0, 1e6),
+    "zero": Bound(0, 2, integer=True),
+    "max_tp": Bound(1, 1024, integer=True),
+}
+OBJECTIVE_BOUNDS: dict[str, Bound] = {
+    "lambda": Bound(0, 1),
+    "t_ref_ms": Bound(0, 1e30, lo_open=True),
+    "e_ref_j": Bound(0, 1e30, lo_open=True),
+}
+RECOMPUTE_KINDS = ("none", "full")
+
+#: The keys each part of the canonical instance accepts (after the shorthands of
+#: :func:`geoplan.model.catalog.expand_instance_dict` are expanded).
+TOP_KEYS = ("name", "gpus", "links", "model", "training", "objective", "network")
+GPU_KEYS = ("id", "type", "site", *GPU_BOUNDS)
+LINK_KEYS = ("src", "dst", "bandwidth_gbps", "util", "latency_ms")
+MODEL_KEYS = (*MODEL_BOUNDS, "preset")
+TRAINING_KEYS = (
+    *TRAINING_BOUNDS,
+    "zero_choices",
+    "micro_batch_choices",
+    "recompute_choices",
+)
+OBJECTIVE_KEYS = tuple(OBJECTIVE_BOUNDS)
+
+#: More links than this print one progress line on stderr while loading.
+PROGRESS_LINKS = 200_000
 
 
-def _nonneg(value: Any, where: str) -> float:
-    x = _num(value, where)
-    if x < 0:
-        raise InputError(where, value, "must be non-negative")
-    return x
+def _set(obj: Any, name: str, value: Any) -> None:
+    object.__setattr__(obj, name, value)
 
 
-def _unit(value: Any, where: str) -> float:
-    x = _num(value, where)
-    if not 0 < x <= 1:
-        raise InputError(where, value, "must lie in (0, 1]")
-    return x
+def _check_fields(obj: Any, bounds: Mapping[str, Bound], aliases: Mapping[str, str] | None = None
+                  ) -> None:
+    """Check and normalise every bounded field of a frozen record in place."""
+    for key, bound in bounds.items():
+        attr = (aliases or {}).get(key, key)
+        if not hasattr(obj, attr):
+            continue
+        value = getattr(obj, attr)
+        if value is None and key in _OPTIONAL_NONE:
+            continue
+        _set(obj, attr, bound.check(value, key))
 
 
-def _posint(value: Any, where: str) -> int:
-    if isinstance(value, bool):
-        raise InputError(where, value, "expected a positive integer")
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if not isinstance(value, int) or value <= 0:
-        raise InputError(where, value, "expected a positive integer")
-    return value
+_OPTIONAL_NONE = frozenset({"flops_per_token_per_layer", "t_ref_ms", "e_ref_j"})
 
 
-def _str(value: Any, where: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise InputError(where, value, "expected a non-empty string")
-    return value
+def _label(value: Any, where: str) -> None:
+    if value is not None and not isinstance(value, str):
+        raise InputError(where, value, "expected a string label or null")
 
 
-def _opt(d: Mapping[str, Any], key: str, default: Any) -> Any:
-    v = d.get(key)
-    return default if v is None else v
+def _int_choices(value: Any, where: str, bound: Bound) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str | bytes) or not isinstance(value, list | tuple):
+        raise InputError(where, value, "expected a non-empty list")
+    if not value:
+        raise InputError(where, value, "expected a non-empty list")
+    return tuple(bound.check(v, f"{where}[{k}]") for k, v in enumerate(value))
 
 
 # --------------------------------------------------------------------------- records
@@ -99,7 +191,11 @@ def _opt(d: Mapping[str, Any], key: str, default: Any) -> Any:
 
 @dataclass(frozen=True)
 class GPU:
-    """One GPU: peak TFLOPS, memory (GB), power (W) and optional labels."""
+    """One GPU: peak TFLOPS, memory (GB), power (W) and optional labels.
+
+    Checks itself when built (ranges of docs/formats.md, idle <= active power);
+    raises :class:`~geoplan.errors.InputError` naming the field.
+    """
 
     id: str
     peak_tflops: float
@@ -110,6 +206,17 @@ class GPU:
     memory_util: float = 1.0
     type: str | None = None
     site: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id:
+            raise InputError("id", self.id, "expected a non-empty string")
+        _check_fields(self, GPU_BOUNDS)
+        _label(self.type, "type")
+        _label(self.site, "site")
+        if self.idle_w > self.active_w:
+            raise InputError(
+                "idle_w", self.idle_w, f"idle power exceeds active_w={self.active_w:g}"
+            )
 
     @property
     def effective_tflops(self) -> float:
@@ -138,13 +245,22 @@ class GPU:
 
 @dataclass(frozen=True)
 class Link:
-    """A directed link ``src -> dst``."""
+    """A directed link ``src -> dst`` (checks itself when built)."""
 
     src: str
     dst: str
     bandwidth_gbps: float
     latency_ms: float
     util: float = 1.0
+
+    def __post_init__(self) -> None:
+        for key in ("src", "dst"):
+            v = getattr(self, key)
+            if not isinstance(v, str) or not v:
+                raise InputError(key, v, "expected a non-empty string")
+        if self.src == self.dst:
+            raise InputError("dst", self.dst, "a link must join two different GPUs")
+        _check_fields(self, LINK_BOUNDS)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -158,13 +274,16 @@ class Link:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """Decoder-only Transformer shape."""
+    """Decoder-only Transformer shape (checks itself when built)."""
 
     layers: int
     hidden: int
     seq_len: int
     vocab: int
     flops_per_token_per_layer: float | None = None
+
+    def __post_init__(self) -> None:
+        _check_fields(self, MODEL_BOUNDS)
 
     @property
     def params_per_layer(self) -> float:
@@ -197,22 +316,77 @@ class ModelSpec:
 
 @dataclass(frozen=True)
 class TrainingSpec:
-    """Batch, micro-batch and the memory/compute factors of cost-model.md."""
+    """Batch, micro-batch and the memory/compute factors of cost-model.md.
+
+    ``stage_overhead_ms`` is cost-model.md's fixed time per stage and micro-batch;
+    ``zero`` .. ``recompute_choices`` are the optional fields of hybrid-model.md
+    (``None``: absent, meaning the single value the contract names as default).
+    Checks itself when built, including B mod u == 0.
+    """
 
     batch_size: int
     micro_batch_size: int
     bytes_per_value: float = 2.0
     activation_factor: float = 17.0
     backward_factor: float = 2.0
+    stage_overhead_ms: float = 0.0
+    zero: int = 0
+    zero_choices: tuple[int, ...] | None = None
+    max_tp: int = 8
+    micro_batch_choices: tuple[int, ...] | None = None
+    recompute_choices: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        _check_fields(self, TRAINING_BOUNDS)
+        B = self.batch_size
+        if B % self.micro_batch_size:
+            raise InputError(
+                "micro_batch_size",
+                self.micro_batch_size,
+                f"batch_size={B} is not divisible by the micro-batch size",
+            )
+        if self.max_tp & (self.max_tp - 1):
+            raise InputError("max_tp", self.max_tp, "must be a power of two")
+        zb = TRAINING_BOUNDS["zero"]
+        _set(self, "zero_choices", _int_choices(self.zero_choices, "zero_choices", zb))
+        mb = TRAINING_BOUNDS["micro_batch_size"]
+        choices = _int_choices(self.micro_batch_choices, "micro_batch_choices", mb)
+        for k, u in enumerate(choices or ()):
+            if B % u:
+                raise InputError(
+                    f"micro_batch_choices[{k}]", u, f"does not divide batch_size={B}"
+                )
+        _set(self, "micro_batch_choices", choices)
+        rc = self.recompute_choices
+        if rc is not None:
+            if isinstance(rc, str) or not isinstance(rc, list | tuple) or not rc:
+                raise InputError("recompute_choices", rc, "expected a non-empty list")
+            for k, v in enumerate(rc):
+                if v not in RECOMPUTE_KINDS:
+                    raise InputError(
+                        f"recompute_choices[{k}]", v, f"expected one of {list(RECOMPUTE_KINDS)}"
+                    )
+            _set(self, "recompute_choices", tuple(rc))
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d: dict[str, Any] = {
             "batch_size": self.batch_size,
             "micro_batch_size": self.micro_batch_size,
             "bytes_per_value": self.bytes_per_value,
             "activation_factor": self.activation_factor,
             "backward_factor": self.backward_factor,
         }
+        if self.stage_overhead_ms:
+            d["stage_overhead_ms"] = self.stage_overhead_ms
+        if self.zero:
+            d["zero"] = self.zero
+        if self.max_tp != 8:
+            d["max_tp"] = self.max_tp
+        for key in ("zero_choices", "micro_batch_choices", "recompute_choices"):
+            v = getattr(self, key)
+            if v is not None:
+                d[key] = list(v)
+        return d
 
 
 @dataclass(frozen=True)
@@ -223,8 +397,311 @@ class ObjectiveSpec:
     t_ref_ms: float | None = None
     e_ref_j: float | None = None
 
+    def __post_init__(self) -> None:
+        _check_fields(self, OBJECTIVE_BOUNDS, aliases={"lambda": "lam"})
+
     def to_dict(self) -> dict[str, Any]:
         return {"lambda": self.lam, "t_ref_ms": self.t_ref_ms, "e_ref_j": self.e_ref_j}
+
+
+# --------------------------------------------------------------------------- links as columns
+
+
+def _ro(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
+class LinkTable(Sequence[Link]):
+    """The directed links of an instance as columns (numpy arrays).
+
+    ``src``/``dst`` are GPU indices into ``ids``. It is a read-only sequence of
+    :class:`Link` records, built one at a time only when asked for, so that an
+    instance with millions of links loads and checks itself with array operations.
+    """
+
+    __slots__ = ("_checked", "bandwidth_gbps", "dst", "ids", "latency_ms", "src", "util")
+
+    def __init__(
+        self,
+        ids: Sequence[str],
+        src: Any,
+        dst: Any,
+        bandwidth_gbps: Any,
+        latency_ms: Any,
+        util: Any = None,
+    ) -> None:
+        self.ids = tuple(ids)
+        self.src = _ro(np.array(src, dtype=np.int64).reshape(-1))
+        self.dst = _ro(np.array(dst, dtype=np.int64).reshape(-1))
+        self.bandwidth_gbps = _ro(np.array(bandwidth_gbps, dtype=np.float64).reshape(-1))
+        self.latency_ms = _ro(np.array(latency_ms, dtype=np.float64).reshape(-1))
+        m = len(self.src)
+        self.util = _ro(
+            np.ones(m) if util is None else np.array(util, dtype=np.float64).reshape(-1)
+        )
+        if not all(len(a) == m for a in (self.dst, self.bandwidth_gbps, self.latency_ms,
+                                            self.util)):
+            raise InputError("links", m, "link columns of different lengths")
+        self._checked = False
+
+    @classmethod
+    def from_links(cls, ids: Sequence[str], links: Iterable[Any]) -> LinkTable:
+        """A table from :class:`Link` records (InputError for an unknown GPU id)."""
+        index = {g: k for k, g in enumerate(ids)}
+        rows: list[tuple[int, int, float, float, float]] = []
+        for k, e in enumerate(links):
+            if not isinstance(e, Link):
+                raise InputError(f"links[{k}]", e, "expected a Link record")
+            s, d = index.get(e.src), index.get(e.dst)
+            if s is None:
+                raise InputError(f"links[{k}].src", e.src, "unknown GPU id")
+            if d is None:
+                raise InputError(f"links[{k}].dst", e.dst, "unknown GPU id")
+            rows.append((s, d, e.bandwidth_gbps, e.latency_ms, e.util))
+        if not rows:
+            return cls(ids, [], [], [], [], [])
+        s_, d_, b_, l_, u_ = zip(*rows, strict=True)
+        return cls(ids, s_, d_, b_, l_, u_)
+
+    # ------------------------------------------------------------------ sequence protocol
+    def __len__(self) -> int:
+        return len(self.src)
+
+    def _link(self, k: int) -> Link:
+        return Link(
+            self.ids[self.src[k]],
+            self.ids[self.dst[k]],
+            float(self.bandwidth_gbps[k]),
+            float(self.latency_ms[k]),
+            float(self.util[k]),
+        )
+
+    def __getitem__(self, k: Any) -> Any:
+        if isinstance(k, slice):
+            return [self._link(i) for i in range(*k.indices(len(self)))]
+        n = len(self)
+        k = int(k)
+        if not -n <= k < n:
+            raise IndexError("link index out of range")
+        return self._link(k % n)
+
+    def __iter__(self) -> Iterator[Link]:
+        ids = self.ids
+        for s, d, b, lat, u in zip(
+            self.src.tolist(),
+            self.dst.tolist(),
+            self.bandwidth_gbps.tolist(),
+            self.latency_ms.tolist(),
+            self.util.tolist(),
+            strict=True,
+        ):
+            yield Link(ids[s], ids[d], b, lat, u)
+
+    def __repr__(self) -> str:
+        return f"LinkTable({len(self)} links over {len(self.ids)} GPUs)"
+
+    # ------------------------------------------------------------------ views
+    def to_dicts(self) -> list[dict[str, Any]]:
+        """The canonical link dicts (without building Link records)."""
+        ids = self.ids
+        return [
+            {"src": ids[s], "dst": ids[d], "bandwidth_gbps": b, "util": u, "latency_ms": lat}
+            for s, d, b, lat, u in zip(
+                self.src.tolist(),
+                self.dst.tolist(),
+                self.bandwidth_gbps.tolist(),
+                self.latency_ms.tolist(),
+                self.util.tolist(),
+                strict=True,
+            )
+        ]
+
+    def restricted(self, keep: Sequence[int]) -> LinkTable:
+        """The links among the GPUs ``keep`` (indices), renumbered in that order."""
+        new = np.full(len(self.ids), -1, dtype=np.int64)
+        new[np.asarray(keep, dtype=np.int64)] = np.arange(len(keep))
+        s, d = new[self.src], new[self.dst]
+        m = (s >= 0) & (d >= 0)
+        t = LinkTable(
+            [self.ids[k] for k in keep],
+            s[m],
+            d[m],
+            self.bandwidth_gbps[m],
+            self.latency_ms[m],
+            self.util[m],
+        )
+        t._checked = self._checked
+        return t
+
+    def _path(self, k: int) -> str:
+        return f"links[{k}] ({self.ids[self.src[k]]}->{self.ids[self.dst[k]]})"
+
+    def check(self) -> None:
+        """Vectorised checks: known GPUs, no self-links, no duplicates, sanity ranges."""
+        if self._checked:
+            return
+        n = len(self.ids)
+        for key, col in (("src", self.src), ("dst", self.dst)):
+            bad = np.flatnonzero((col < 0) | (col >= n))
+            if len(bad):
+                raise InputError(f"links[{bad[0]}].{key}", int(col[bad[0]]), "unknown GPU index")
+        bad = np.flatnonzero(self.src == self.dst)
+        if len(bad):
+            k = int(bad[0])
+            raise InputError(f"links[{k}].dst", self.ids[self.dst[k]],
+                             "a link must join two different GPUs")
+        for key, bound in LINK_BOUNDS.items():
+            col = getattr(self, key)
+            bad = np.flatnonzero(~bound.admits(col))
+            if len(bad):
+                k = int(bad[0])
+                bound.check(float(col[k]), f"{self._path(k)}.{key}")
+        if len(self):
+            pair = self.src * n + self.dst
+            if n * n <= 64_000_000:
+                repeated = np.bincount(pair, minlength=n * n) > 1
+                dup = bool(repeated.any())
+            else:
+                order = np.argsort(pair, kind="stable")
+                dup = bool((pair[order][1:] == pair[order][:-1]).any())
+            if dup:
+                # the first link that repeats an earlier one
+                _, first = np.unique(pair, return_index=True)
+                later = np.ones(len(pair), dtype=bool)
+                later[first] = False
+                k = int(np.flatnonzero(later)[0])
+                s, d = self.ids[self.src[k]], self.ids[self.dst[k]]
+                raise InputError(f"links[{k}]", f"{s}->{d}", "duplicate link")
+        self._checked = True
+
+
+def _progress(n_links: int) -> None:
+    if n_links > PROGRESS_LINKS:
+        print(f"loading {n_links:,} links...", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- instance
+
+
+@contextmanager
+def _within(prefix: str) -> Iterator[None]:
+    """Re-raise an InputError of a record with its field path prefixed by ``prefix``."""
+    try:
+        yield
+    except InputError as exc:
+        raise InputError(f"{prefix}.{exc.field}", exc.value, exc.message) from None
+
+
+def _obj(d: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(d, Mapping):
+        raise InputError(where, d, "expected a JSON object")
+    return d
+
+
+def _req(d: Mapping[str, Any], key: str, where: str) -> Any:
+    _obj(d, where)
+    if key not in d or d[key] is None:
+        raise InputError(f"{where}.{key}", None, "required field is missing")
+    return d[key]
+
+
+def _check_keys(d: Mapping[str, Any], known: Sequence[str], where: str) -> None:
+    """Reject a key not in ``known``, with a "did you mean" hint."""
+    for key in d:
+        if key in known:
+            continue
+        path = f"{where}.{key}" if where else str(key)
+        hint = difflib.get_close_matches(str(key), known, n=1)
+        more = f" (did you mean {hint[0]}?)" if hint else f"; known: {', '.join(known)}"
+        raise InputError(path, d[key], f"unknown field {path}{more}")
+
+
+def _given(d: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
+    return {k: d[k] for k in keys if d.get(k) is not None}
+
+
+_LINK_KEYSET = frozenset(LINK_KEYS)
+_LINK_KEYSET_NO_UTIL = frozenset(LINK_KEYS) - {"util"}
+
+
+def _numeric_column(col: list[Any]) -> np.ndarray | None:
+    """``col`` as a float array, or None if some entry is not a plain int/float."""
+    if not set(map(type, col)) <= {int, float}:
+        return None
+    try:
+        return np.array(col, dtype=np.float64)
+    except OverflowError:
+        return None
+
+
+def _columns_fast(raw: list[Any], index: Mapping[str, int]) -> tuple[np.ndarray, ...] | None:
+    """Columns of well-formed canonical link dicts, or None (then the record path explains)."""
+    if not all(
+        type(e) is dict and (e.keys() == _LINK_KEYSET or e.keys() == _LINK_KEYSET_NO_UTIL)
+        for e in raw
+    ):
+        return None
+    try:
+        src = np.fromiter((index[e["src"]] for e in raw), dtype=np.int64, count=len(raw))
+        dst = np.fromiter((index[e["dst"]] for e in raw), dtype=np.int64, count=len(raw))
+    except (KeyError, TypeError):
+        return None
+    cols = [
+        _numeric_column([e["bandwidth_gbps"] for e in raw]),
+        _numeric_column([e["latency_ms"] for e in raw]),
+        _numeric_column([e.get("util", 1.0) for e in raw]),
+    ]
+    if any(c is None for c in cols):
+        return None
+    return (src, dst, *cols)  # type: ignore[return-value]
+
+
+def _parse_links(raw: Any, ids: Sequence[str]) -> LinkTable:
+    """The ``links`` of an instance dict (a list of dicts, or network-generated columns)."""
+    from geoplan.model.network import LinkArrays
+
+    generated: LinkArrays | None = None
+    if isinstance(raw, LinkArrays):
+        generated, raw = raw, raw.explicit or []
+    elif raw is None:
+        raw = []
+    if not isinstance(raw, list):
+        raise InputError("links", raw, "expected a list of links")
+    if generated is None:
+        _progress(len(raw))
+    index = {g: k for k, g in enumerate(ids)}
+    cols = _columns_fast(raw, index)
+    if cols is not None:
+        table = LinkTable(ids, *cols)
+    else:
+        links = []
+        for k, e in enumerate(raw):
+            w = f"links[{k}]"
+            _obj(e, w)
+            _check_keys(e, LINK_KEYS, w)
+            src, dst = _req(e, "src", w), _req(e, "dst", w)
+            w = f"links[{k}] ({src}->{dst})" if src in index and dst in index else w
+            with _within(w):
+                links.append(
+                    Link(
+                        src=src,
+                        dst=dst,
+                        **{key: _req(e, key, w) for key in ("bandwidth_gbps", "latency_ms")},
+                        **_given(e, ("util",)),
+                    )
+                )
+        table = LinkTable.from_links(ids, links)
+    if generated is None:
+        return table
+    return LinkTable(
+        ids,
+        np.concatenate([generated.src, table.src]),
+        np.concatenate([generated.dst, table.dst]),
+        np.concatenate([generated.bandwidth_gbps, table.bandwidth_gbps]),
+        np.concatenate([generated.latency_ms, table.latency_ms]),
+        np.concatenate([generated.util, table.util]),
+    )
 
 
 # --------------------------------------------------------------------------- instance
@@ -234,147 +711,142 @@ class ObjectiveSpec:
 class Instance:
     """A validated planning instance (immutable).
 
-    Build it with :meth:`from_dict` or :func:`load_instance`; both raise
-    :class:`~geoplan.errors.InputError` on invalid input.
+    It checks itself when built, however it is built (:meth:`from_dict`,
+    :func:`load_instance`, :class:`~geoplan.model.builder.InstanceBuilder` or the
+    constructor): unique GPU ids, links between known and distinct GPUs, no
+    duplicate link, the sanity ranges of every number, B mod u == 0 and
+    :meth:`check_capacity`; it raises :class:`~geoplan.errors.InputError` naming
+    the field. ``links`` may be given as :class:`Link` records or a
+    :class:`LinkTable`; it is stored as a :class:`LinkTable` (columns), which is a
+    sequence of :class:`Link`.
     """
 
     name: str
     gpus: tuple[GPU, ...]
-    links: tuple[Link, ...]
+    links: Sequence[Link]
     model: ModelSpec
     training: TrainingSpec
     objective: ObjectiveSpec = field(default_factory=ObjectiveSpec)
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise InputError("name", self.name, "expected a string")
+        gpus = tuple(self.gpus)
+        if not gpus:
+            raise InputError("gpus", list(gpus), "expected a non-empty list of GPUs")
+        seen: dict[str, int] = {}
+        for k, g in enumerate(gpus):
+            if not isinstance(g, GPU):
+                raise InputError(f"gpus[{k}]", g, "expected a GPU record")
+            if g.id in seen:
+                raise InputError(f"gpus[{k}].id", g.id, "duplicate GPU id")
+            seen[g.id] = k
+        _set(self, "gpus", gpus)
+        ids = tuple(seen)
+        links = self.links
+        if isinstance(links, LinkTable):
+            if links.ids != ids:
+                remap = np.array([seen.get(i, -1) for i in links.ids] or [0], dtype=np.int64)
+                for key, col in (("src", links.src), ("dst", links.dst)):
+                    bad = np.flatnonzero(remap[col] < 0) if len(col) else []
+                    if len(bad):
+                        k = int(bad[0])
+                        raise InputError(f"links[{k}].{key}", links.ids[col[k]], "unknown GPU id")
+                links = LinkTable(ids, remap[links.src], remap[links.dst], links.bandwidth_gbps,
+                                  links.latency_ms, links.util)
+        elif isinstance(links, str | bytes | Mapping) or not isinstance(links, Iterable):
+            raise InputError("links", links, "expected a sequence of Link records")
+        else:
+            links = LinkTable.from_links(ids, links)
+        links.check()
+        _set(self, "links", links)
+        for key, kind in (("model", ModelSpec), ("training", TrainingSpec),
+                          ("objective", ObjectiveSpec)):
+            if not isinstance(getattr(self, key), kind):
+                raise InputError(key, getattr(self, key), f"expected a {kind.__name__}")
+        self.check_capacity()
+
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Instance:
-        """Parse the canonical JSON dict (and the catalog/sites shorthands)."""
+        """Parse the canonical JSON dict (and the catalog/sites shorthands).
+
+        Only types and structure are read here (required and unknown keys); every
+        value is checked by the records and the Instance constructor.
+        """
         if not isinstance(data, Mapping):
             raise InputError("instance", type(data).__name__, "expected a JSON object")
-        try:
-            from geoplan.model.catalog import expand_instance_dict
-        except ImportError:  # pragma: no cover - catalog is part of the package
-            expand_instance_dict = None
-        if expand_instance_dict is not None:
-            data = expand_instance_dict(dict(data))
+        from geoplan.model.catalog import expand_instance_dict
 
-        name = str(data.get("name") or "instance")
+        data = expand_instance_dict(data, columnar=True)
+        _check_keys(data, TOP_KEYS, "")
+        name = data.get("name")
+        name = "instance" if name is None or name == "" else str(name)
+
         raw_gpus = _req(data, "gpus", "instance")
         if not isinstance(raw_gpus, list) or not raw_gpus:
             raise InputError("gpus", raw_gpus, "expected a non-empty list of GPUs")
         gpus: list[GPU] = []
-        seen: set[str] = set()
         for k, g in enumerate(raw_gpus):
             w = f"gpus[{k}]"
-            gid = _str(_req(g, "id", w), f"{w}.id")
-            if gid in seen:
-                raise InputError(f"{w}.id", gid, "duplicate GPU id")
-            seen.add(gid)
+            _obj(g, w)
+            _check_keys(g, GPU_KEYS, w)
+            gid = _req(g, "id", w)
+            if not isinstance(gid, str) or not gid:
+                raise InputError(f"{w}.id", gid, "expected a non-empty string")
             w = f"gpus[{k}] ({gid})"
-            idle = _nonneg(_req(g, "idle_w", w), f"{w}.idle_w")
-            active = _pos(_req(g, "active_w", w), f"{w}.active_w")
-            if idle > active:
-                raise InputError(f"{w}.idle_w", idle, f"idle power exceeds active_w={active:g}")
-            gpus.append(
-                GPU(
-                    id=gid,
-                    peak_tflops=_pos(_req(g, "peak_tflops", w), f"{w}.peak_tflops"),
-                    memory_gb=_pos(_req(g, "memory_gb", w), f"{w}.memory_gb"),
-                    idle_w=idle,
-                    active_w=active,
-                    compute_util=_unit(_opt(g, "compute_util", 1.0), f"{w}.compute_util"),
-                    memory_util=_unit(_opt(g, "memory_util", 1.0), f"{w}.memory_util"),
-                    type=None if g.get("type") is None else str(g["type"]),
-                    site=None if g.get("site") is None else str(g["site"]),
-                )
+            fields = {key: _req(g, key, w) for key in ("peak_tflops", "memory_gb", "idle_w",
+                                                        "active_w")}
+            fields.update(_given(g, ("compute_util", "memory_util")))
+            fields.update({key: str(v) for key, v in _given(g, ("type", "site")).items()})
+            with _within(w):
+                gpus.append(GPU(id=gid, **fields))
+        ids = [g.id for g in gpus]
+        if len(set(ids)) != len(ids):
+            seen: set[str] = set()
+            for k, gid in enumerate(ids):
+                if gid in seen:
+                    raise InputError(f"gpus[{k}].id", gid, "duplicate GPU id")
+                seen.add(gid)
+        links = _parse_links(data.get("links"), ids)
+
+        m = _obj(_req(data, "model", "instance"), "model")
+        _check_keys(m, MODEL_KEYS, "model")
+        with _within("model"):
+            model = ModelSpec(
+                **{key: _req(m, key, "model") for key in ("layers", "hidden", "seq_len", "vocab")
+                   },
+                **_given(m, ("flops_per_token_per_layer",)),
             )
 
-        raw_links = data.get("links")
-        if raw_links is None:
-            raw_links = []
-        if not isinstance(raw_links, list):
-            raise InputError("links", raw_links, "expected a list of links")
-        links: list[Link] = []
-        pairs: set[tuple[str, str]] = set()
-        for k, e in enumerate(raw_links):
-            w = f"links[{k}]"
-            src = _str(_req(e, "src", w), f"{w}.src")
-            dst = _str(_req(e, "dst", w), f"{w}.dst")
-            if src not in seen:
-                raise InputError(f"{w}.src", src, "unknown GPU id")
-            if dst not in seen:
-                raise InputError(f"{w}.dst", dst, "unknown GPU id")
-            if src == dst:
-                raise InputError(f"{w}.dst", dst, "a link must join two different GPUs")
-            if (src, dst) in pairs:
-                raise InputError(w, f"{src}->{dst}", "duplicate link")
-            pairs.add((src, dst))
-            w = f"links[{k}] ({src}->{dst})"
-            links.append(
-                Link(
-                    src=src,
-                    dst=dst,
-                    bandwidth_gbps=_pos(_req(e, "bandwidth_gbps", w), f"{w}.bandwidth_gbps"),
-                    latency_ms=_nonneg(_req(e, "latency_ms", w), f"{w}.latency_ms"),
-                    util=_unit(_opt(e, "util", 1.0), f"{w}.util"),
-                )
+        t = _obj(_req(data, "training", "instance"), "training")
+        _check_keys(t, TRAINING_KEYS, "training")
+        with _within("training"):
+            training = TrainingSpec(
+                batch_size=_req(t, "batch_size", "training"),
+                micro_batch_size=_req(t, "micro_batch_size", "training"),
+                **_given(t, (k for k in TRAINING_KEYS if k not in ("batch_size",
+                                                                     "micro_batch_size"))),
             )
 
-        m = _req(data, "model", "instance")
-        fpt = m.get("flops_per_token_per_layer") if isinstance(m, Mapping) else None
-        model = ModelSpec(
-            layers=_posint(_req(m, "layers", "model"), "model.layers"),
-            hidden=_posint(_req(m, "hidden", "model"), "model.hidden"),
-            seq_len=_posint(_req(m, "seq_len", "model"), "model.seq_len"),
-            vocab=_posint(_req(m, "vocab", "model"), "model.vocab"),
-            flops_per_token_per_layer=None
-            if fpt is None
-            else _pos(fpt, "model.flops_per_token_per_layer"),
-        )
-
-        t = _req(data, "training", "instance")
-        training = TrainingSpec(
-            batch_size=_posint(_req(t, "batch_size", "training"), "training.batch_size"),
-            micro_batch_size=_posint(
-                _req(t, "micro_batch_size", "training"), "training.micro_batch_size"
-            ),
-            bytes_per_value=_pos(_opt(t, "bytes_per_value", 2), "training.bytes_per_value"),
-            activation_factor=_pos(
-                _opt(t, "activation_factor", 17), "training.activation_factor"
-            ),
-            backward_factor=_nonneg(_opt(t, "backward_factor", 2), "training.backward_factor"),
-        )
-        if training.batch_size % training.micro_batch_size:
-            raise InputError(
-                "training.micro_batch_size",
-                training.micro_batch_size,
-                f"batch_size={training.batch_size} is not divisible by the micro-batch size",
+        o = data.get("objective")
+        o = _obj({} if o is None else o, "objective")
+        _check_keys(o, OBJECTIVE_KEYS, "objective")
+        with _within("objective"):
+            objective = ObjectiveSpec(
+                lam=1.0 if o.get("lambda") is None else o["lambda"],
+                t_ref_ms=o.get("t_ref_ms"),
+                e_ref_j=o.get("e_ref_j"),
             )
 
-        o = data.get("objective") or {}
-        if not isinstance(o, Mapping):
-            raise InputError("objective", o, "expected a JSON object")
-        lam = _num(_opt(o, "lambda", 1.0), "objective.lambda")
-        if not 0 <= lam <= 1:
-            raise InputError("objective.lambda", lam, "must lie in [0, 1]")
-        t_ref = o.get("t_ref_ms")
-        e_ref = o.get("e_ref_j")
-        objective = ObjectiveSpec(
-            lam=lam,
-            t_ref_ms=None if t_ref is None else _pos(t_ref, "objective.t_ref_ms"),
-            e_ref_j=None if e_ref is None else _pos(e_ref, "objective.e_ref_j"),
-        )
-
-        inst = cls(
+        return cls(
             name=name,
             gpus=tuple(gpus),
-            links=tuple(links),
+            links=links,
             model=model,
             training=training,
             objective=objective,
         )
-        inst.check_capacity()
-        return inst
 
     def check_capacity(self) -> None:
         """Raise if no single GPU and no pipeline could hold the model's memory.
@@ -428,8 +900,8 @@ class Instance:
     def latency_ms(self) -> np.ndarray:
         """L_ij in ms, NaN where no link."""
         a = np.full((self.n, self.n), np.nan)
-        for e in self.links:
-            a[self.gpu_index[e.src], self.gpu_index[e.dst]] = e.latency_ms
+        t = self.link_table
+        a[t.src, t.dst] = t.latency_ms
         a.flags.writeable = False
         return a
 
@@ -437,10 +909,15 @@ class Instance:
     def eff_bandwidth_gbps(self) -> np.ndarray:
         """B~_ij = beta_ij B_ij in Gbps, 0 where no link."""
         a = np.zeros((self.n, self.n))
-        for e in self.links:
-            a[self.gpu_index[e.src], self.gpu_index[e.dst]] = e.util * e.bandwidth_gbps
+        t = self.link_table
+        a[t.src, t.dst] = t.util * t.bandwidth_gbps
         a.flags.writeable = False
         return a
+
+    @property
+    def link_table(self) -> LinkTable:
+        """The links as columns (GPU indices and float arrays)."""
+        return self.links  # type: ignore[return-value]  # __post_init__ stores a LinkTable
 
     @cached_property
     def has_link(self) -> np.ndarray:
@@ -479,19 +956,18 @@ class Instance:
         """A copy with a different lambda and/or normalisers."""
         o = self.objective
         new = ObjectiveSpec(
-            lam=o.lam if lam is None else float(lam),
-            t_ref_ms=o.t_ref_ms if t_ref_ms is None else float(t_ref_ms),
-            e_ref_j=o.e_ref_j if e_ref_j is None else float(e_ref_j),
+            lam=o.lam if lam is None else lam,
+            t_ref_ms=o.t_ref_ms if t_ref_ms is None else t_ref_ms,
+            e_ref_j=o.e_ref_j if e_ref_j is None else e_ref_j,
         )
-        if not 0 <= new.lam <= 1:
-            raise InputError("lambda", new.lam, "must lie in [0, 1]")
         return Instance(self.name, self.gpus, self.links, self.model, self.training, new)
 
     def subset(self, gpu_ids: list[str] | tuple[str, ...]) -> Instance:
         """The instance restricted to some GPUs (links among them kept)."""
         keep = set(gpu_ids)
-        gpus = tuple(g for g in self.gpus if g.id in keep)
-        links = tuple(e for e in self.links if e.src in keep and e.dst in keep)
+        idx = [k for k, g in enumerate(self.gpus) if g.id in keep]
+        gpus = tuple(self.gpus[k] for k in idx)
+        links = self.link_table.restricted(idx)
         return Instance(self.name, gpus, links, self.model, self.training, self.objective)
 
     def to_dict(self) -> dict[str, Any]:
@@ -499,7 +975,7 @@ class Instance:
         return {
             "name": self.name,
             "gpus": [g.to_dict() for g in self.gpus],
-            "links": [e.to_dict() for e in self.links],
+            "links": self.link_table.to_dicts(),
             "model": self.model.to_dict(),
             "training": self.training.to_dict(),
             "objective": self.objective.to_dict(),
@@ -520,23 +996,361 @@ class Instance:
         return hashlib.sha256(blob).hexdigest()[:16]
 
 
-def read_json(path: str | Path, what: str) -> Any:
-    """Read a JSON file, turning every I/O or syntax problem into an InputError."""
+# --------------------------------------------------------------------------- big files
+#
+# A JSON parser builds one dict, two strings and three floats per link: about 7 s and
+# 2 GB for 4 million links before any check runs. Big instance files therefore go
+# through a byte scanner (numba) that reads the top-level "links" array straight
+# into columns. It accepts only what it fully understands (flat objects of link
+# keys, string ids without escapes that name known GPUs, JSON numbers) and returns
+# "not mine" for anything else, so the JSON parser reads that file as usual and its
+# messages stay the same.
+
+_SCAN_OK, _SCAN_FAIL = 0, 1
+_LINKS_OPEN = re.compile(rb'"links"\s*:\s*\[')
+_POW10 = np.array([10.0**k for k in range(23)])
+_FNV_OFFSET, _FNV_PRIME = np.uint64(14695981039346656037), np.uint64(1099511628211)
+
+
+@njit(cache=True, inline="always")
+def _skip_ws(buf: np.ndarray, p: int) -> int:
+    n = len(buf)
+    while p < n:
+        c = buf[p]
+        if c != 32 and c != 10 and c != 13 and c != 9:
+            break
+        p += 1
+    return p
+
+
+@njit(cache=True, inline="always")
+def _hash(buf: np.ndarray, a: int, b: int) -> np.uint64:
+    h = np.uint64(14695981039346656037)
+    for k in range(a, b):
+        h = (h ^ np.uint64(buf[k])) * np.uint64(1099511628211)
+    return h
+
+
+@njit(cache=True)
+def _scan_links(buf, p, keys, key_start, key_len, id_hash, id_index, id_bytes, id_start,
+                id_len, cap, pow10):  # pragma: no cover - compiled; tested through load_instance
+    """Parse the link objects of a JSON array whose '[' ends before ``p``.
+
+    Returns (status, count, end, src, dst, bw, lat, util, slow) where ``end`` is the
+    position of the closing ']' and ``slow`` lists (link, column, start, stop) of
+    numbers to be converted by Python (more than 15 digits or a large exponent).
+    """
+    n_buf = len(buf)
+    src = np.full(cap, -1, dtype=np.int64)
+    dst = np.full(cap, -1, dtype=np.int64)
+    vals = np.ones((3, cap))  # bandwidth_gbps, latency_ms, util
+    slow = np.empty((cap * 3 + 1, 4), dtype=np.int64)
+    n_slow = 0
+    n = 0
+    fail = (1, 0, 0, src, dst, vals, slow[:0])
+    p = _skip_ws(buf, p)
+    if p < n_buf and buf[p] == 93:
+        return (0, 0, p, src, dst, vals, slow[:0])
+    n_ids = len(id_hash)
+    while True:
+        if p >= n_buf or buf[p] != 123 or n >= cap:
+            return fail
+        p = _skip_ws(buf, p + 1)
+        seen = 0
+        while True:
+            # key
+            if p >= n_buf or buf[p] != 34:
+                return fail
+            a = p + 1
+            q = a
+            while q < n_buf and buf[q] != 34:
+                if buf[q] == 92 or buf[q] < 32:
+                    return fail
+                q += 1
+            if q >= n_buf:
+                return fail
+            code = -1
+            for k in range(len(key_len)):
+                if key_len[k] == q - a:
+                    same = True
+                    for j in range(q - a):
+                        if keys[key_start[k] + j] != buf[a + j]:
+                            same = False
+                            break
+                    if same:
+                        code = k
+                        break
+            if code < 0 or seen & (1 << code):
+                return fail
+            seen |= 1 << code
+            p = _skip_ws(buf, q + 1)
+            if p >= n_buf or buf[p] != 58:
+                return fail
+            p = _skip_ws(buf, p + 1)
+            if p >= n_buf:
+                return fail
+            if code <= 1:  # src, dst: a GPU id
+                if buf[p] != 34:
+                    return fail
+                a = p + 1
+                q = a
+                while q < n_buf and buf[q] != 34:
+                    if buf[q] == 92 or buf[q] < 32:
+                        return fail
+                    q += 1
+                if q >= n_buf:
+                    return fail
+                h = _hash(buf, a, q)
+                lo, hi = 0, n_ids
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    if id_hash[mid] < h:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                found = -1
+                while lo < n_ids and id_hash[lo] == h:
+                    g = id_index[lo]
+                    if id_len[g] == q - a:
+                        same = True
+                        for j in range(q - a):
+                            if id_bytes[id_start[g] + j] != buf[a + j]:
+                                same = False
+                                break
+                        if same:
+                            found = g
+                            break
+                    lo += 1
+                if found < 0:
+                    return fail
+                if code == 0:
+                    src[n] = found
+                else:
+                    dst[n] = found
+                p = q + 1
+            else:  # a JSON number: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+                start = p
+                neg = False
+                if buf[p] == 45:
+                    neg = True
+                    p += 1
+                if p >= n_buf or buf[p] < 48 or buf[p] > 57:
+                    return fail
+                mant = 0
+                digits = 0
+                if buf[p] == 48:
+                    p += 1
+                    if p < n_buf and 48 <= buf[p] <= 57:
+                        return fail
+                else:
+                    while p < n_buf and 48 <= buf[p] <= 57:
+                        if digits < 18:
+                            mant = mant * 10 + (np.int64(buf[p]) - 48)
+                        digits += 1
+                        p += 1
+                frac = 0
+                is_int = True
+                if p < n_buf and buf[p] == 46:
+                    is_int = False
+                    p += 1
+                    if p >= n_buf or buf[p] < 48 or buf[p] > 57:
+                        return fail
+                    while p < n_buf and 48 <= buf[p] <= 57:
+                        if digits < 18:
+                            mant = mant * 10 + (np.int64(buf[p]) - 48)
+                        digits += 1
+                        frac += 1
+                        p += 1
+                ex = 0
+                ex_digits = 0
+                if p < n_buf and (buf[p] == 101 or buf[p] == 69):
+                    is_int = False
+                    p += 1
+                    ex_neg = False
+                    if p < n_buf and (buf[p] == 43 or buf[p] == 45):
+                        ex_neg = buf[p] == 45
+                        p += 1
+                    if p >= n_buf or buf[p] < 48 or buf[p] > 57:
+                        return fail
+                    while p < n_buf and 48 <= buf[p] <= 57:
+                        if ex_digits < 6:
+                            ex = ex * 10 + (np.int64(buf[p]) - 48)
+                        ex_digits += 1
+                        p += 1
+                    if ex_neg:
+                        ex = -ex
+                e10 = ex - frac
+                col = code - 2
+                if digits <= 15 and ex_digits <= 6 and -22 <= e10 <= 22:
+                    v = float(mant)
+                    v = v * pow10[e10] if e10 >= 0 else v / pow10[-e10]
+                    if neg and not (is_int and mant == 0):
+                        v = -v
+                    vals[col, n] = v
+                else:
+                    slow[n_slow, 0] = n
+                    slow[n_slow, 1] = col
+                    slow[n_slow, 2] = start
+                    slow[n_slow, 3] = p
+                    n_slow += 1
+            p = _skip_ws(buf, p)
+            if p >= n_buf:
+                return fail
+            if buf[p] == 44:
+                p = _skip_ws(buf, p + 1)
+                continue
+            if buf[p] == 125:
+                break
+            return fail
+        if (seen & 0b10111) != 0b10111:  # src, dst, bandwidth_gbps, latency_ms required
+            return fail
+        n += 1
+        p = _skip_ws(buf, p + 1)
+        if p >= n_buf:
+            return fail
+        if buf[p] == 44:
+            p = _skip_ws(buf, p + 1)
+            continue
+        if buf[p] == 93:
+            return (0, n, p, src, dst, vals, slow[:n_slow])
+        return fail
+
+
+def _fnv(data: bytes) -> int:
+    h = 14695981039346656037
+    for c in data:
+        h = ((h ^ c) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def _concat(items: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    lengths = np.array([len(x) for x in items], dtype=np.int64)
+    starts = np.zeros(len(items), dtype=np.int64)
+    if len(items) > 1:
+        starts[1:] = np.cumsum(lengths)[:-1]
+    return np.frombuffer(b"".join(items) + b"\0", np.uint8), starts, lengths
+
+
+def split_links(raw: bytes, progress: Any = None) -> tuple[dict[str, Any], Any] | None:
+    """Read the ``links`` array of a big instance file straight into columns.
+
+    Returns ``(the instance dict with "links": [], LinkArrays)``, or None where the
+    file is not in the form this reader knows; then the JSON parser reads it.
+    """
+    from geoplan.model.network import LinkArrays
+
+    if raw.count(b'"links"') != 1:
+        return None
+    m = _LINKS_OPEN.search(raw)
+    if m is None:
+        return None
+    begin = m.end()
+    stop = raw.find(b"]", begin)
+    if stop < 0:
+        return None
+    try:
+        data = json.loads((raw[:begin] + raw[stop:]).decode("utf-8-sig"))
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or data.get("links") != [] or "network" in data:
+        return None
+    gpus = data.get("gpus")
+    if not isinstance(gpus, list) or not gpus:
+        return None
+    ids = [g.get("id") if isinstance(g, dict) else None for g in gpus]
+    if not all(isinstance(i, str) and i for i in ids) or len(set(ids)) != len(ids):
+        return None
+    cap = raw.count(b"{", begin, stop)
+    if progress is not None:
+        progress(cap)
+    encoded = [i.encode() for i in ids]
+    hashes = np.array([_fnv(x) for x in encoded], dtype=np.uint64)
+    order = np.argsort(hashes, kind="stable")
+    id_bytes, id_start, id_len = _concat(encoded)
+    keys, key_start, key_len = _concat([k.encode() for k in LINK_KEYS])
+    status, n, end, src, dst, vals, slow = _scan_links(
+        np.frombuffer(raw, np.uint8), begin, keys, key_start, key_len, hashes[order],
+        order.astype(np.int64), id_bytes, id_start, id_len, max(cap, 1), _POW10,
+    )
+    if status != _SCAN_OK or end != stop:
+        return None
+    for link, col, a, b in slow.tolist():
+        tok = raw[a:b]
+        try:
+            plain = not any(c in tok for c in b".eE")
+            vals[col, link] = float(int(tok)) if plain else float(tok)
+        except (ValueError, OverflowError):
+            return None
+    return data, LinkArrays(src[:n], dst[:n], vals[0, :n], vals[2, :n], vals[1, :n])
+
+
+def _read_bytes(path: str | Path, what: str) -> bytes:
     p = Path(path)
     try:
-        text = p.read_text()
+        return p.read_bytes()
     except FileNotFoundError:
         raise InputError(what, str(p), "file not found") from None
+    except IsADirectoryError:
+        raise InputError(what, str(p), "is a directory, not a file") from None
     except OSError as exc:
         raise InputError(what, str(p), f"cannot read file: {exc.strerror}") from None
+
+
+def _decode(raw: bytes, path: str | Path, what: str) -> str:
+    """UTF-8 text (a UTF-8 byte-order mark is allowed), else an InputError saying why."""
+    p = str(path)
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        raise InputError(what, p, "not UTF-8 text (looks like UTF-16); save it as UTF-8")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        bad = raw[exc.start : exc.start + 1]
+        kind = "binary data" if b"\x00" in raw[:4096] else "text in another encoding"
+        raise InputError(
+            what,
+            p,
+            f"not UTF-8 text (byte 0x{bad.hex()} at offset {exc.start}; {kind}, "
+            "e.g. Latin-1?); save it as UTF-8 JSON",
+        ) from None
+    if "\x00" in text:
+        raise InputError(what, p, "not a text file (contains NUL bytes)")
+    return text
+
+
+def _parse_json(text: str, path: str | Path, what: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(
-            what, str(p), f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+            what, str(path), f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
+    except RecursionError:
+        raise InputError(what, str(path), "invalid JSON: nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer literal with too many digits
+        raise InputError(what, str(path), f"invalid JSON: {exc}") from None
+
+
+def read_json(path: str | Path, what: str) -> Any:
+    """Read a JSON file, turning every I/O, encoding or syntax problem into an InputError."""
+    return _parse_json(_decode(_read_bytes(path, what), path, what), path, what)
+
+
+#: Instance files at least this large try the columnar links reader first.
+FAST_LINKS_MIN_BYTES = 4_000_000
 
 
 def load_instance(path: str | Path) -> Instance:
-    """Load and validate an instance JSON file."""
-    return Instance.from_dict(read_json(path, "instance"))
+    """Load and validate an instance JSON file.
+
+    Large files (many links) go through :func:`split_links`, which reads the
+    ``links`` array straight into columns; where that reader does not recognise the
+    layout it steps aside and the ordinary JSON parser runs (same result, slower).
+    """
+    raw = _read_bytes(path, "instance")
+    text = _decode(raw, path, "instance")
+    if len(raw) >= FAST_LINKS_MIN_BYTES:
+        found = split_links(raw, progress=_progress)
+        if found is not None:
+            data, arrays = found
+            return Instance.from_dict({**data, "links": arrays})
+    return Instance.from_dict(_parse_json(text, path, "instance"))

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
+
+import numpy as np
 
 from geoplan.errors import InputError
 
@@ -36,9 +38,11 @@ __all__ = [
     "REVERSE_BANDWIDTH_FACTOR",
     "REVERSE_LATENCY_FACTOR",
     "THREE_SITE_FACTORS",
+    "LinkArrays",
     "aws_link",
     "aws_regions",
     "expand_network",
+    "expand_network_arrays",
     "site_label",
     "three_site",
 ]
@@ -84,6 +88,21 @@ def _link(src: str, dst: str, params: tuple[float, float, float]) -> dict[str, A
     return {"src": src, "dst": dst, "bandwidth_gbps": bw, "util": util, "latency_ms": lat}
 
 
+class LinkArrays(NamedTuple):
+    """Directed links as columns: GPU indices (positions in the GPU list) and values.
+
+    ``explicit`` holds canonical link dicts that follow the generated ones (the
+    explicit ``links`` of an instance that also has a ``network``).
+    """
+
+    src: np.ndarray
+    dst: np.ndarray
+    bandwidth_gbps: np.ndarray
+    latency_ms: np.ndarray
+    util: np.ndarray
+    explicit: list[Any] | None = None
+
+
 def expand_network(
     gpus: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]
 ) -> list[dict[str, Any]]:
@@ -94,6 +113,25 @@ def expand_network(
     pair listed twice or a malformed link spec. Inter-site entries naming sites no
     GPU uses are ignored, so one spec (e.g. all AWS regions) serves many instances.
     """
+    a = expand_network_arrays(gpus, spec)
+    ids = [str(g["id"]) for g in gpus]
+    return [
+        _link(ids[s], ids[d], (lat, bw, u))
+        for s, d, bw, lat, u in zip(
+            a.src.tolist(),
+            a.dst.tolist(),
+            a.bandwidth_gbps.tolist(),
+            a.latency_ms.tolist(),
+            a.util.tolist(),
+            strict=True,
+        )
+    ]
+
+
+def expand_network_arrays(
+    gpus: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]
+) -> LinkArrays:
+    """:func:`expand_network` as columns (vectorised over the GPU pairs), same order."""
     if not isinstance(spec, Mapping):
         raise InputError("network", spec, "expected an object (the sites shorthand)")
     unknown = sorted(set(spec) - _SPEC_KEYS)
@@ -102,12 +140,12 @@ def expand_network(
             "network", unknown[0], f"unknown key; known: {', '.join(sorted(_SPEC_KEYS))}"
         )
 
-    sites: list[tuple[str, str]] = []
+    site_of: list[str] = []
     for k, g in enumerate(gpus):
         if not isinstance(g, Mapping) or g.get("site") is None or g.get("id") is None:
             value = g.get("site") if isinstance(g, Mapping) else g
             raise InputError(f"gpus[{k}].site", value, "the network shorthand needs id and site")
-        sites.append((str(g["id"]), str(g["site"])))
+        site_of.append(str(g["site"]))
 
     intra = spec.get("intra")
     intra_default = None if intra is None else _link_params(intra, "network.intra")
@@ -140,18 +178,34 @@ def expand_network(
                 back[fwd_key] = e[back_key]
         table[(b, a)] = _link_params(back, f"{where} (b->a)")
 
-    links: list[dict[str, Any]] = []
-    for src, s_site in sites:
-        for dst, d_site in sites:
-            if src == dst:
-                continue
-            if s_site == d_site:
-                params = intra_by_site.get(s_site, intra_default)
+    # Per ordered pair of sites: present?, latency, bandwidth, util.
+    sites = list(dict.fromkeys(site_of))
+    s_index = {s: k for k, s in enumerate(sites)}
+    S = len(sites)
+    present = np.zeros((S, S), dtype=bool)
+    values = np.zeros((3, S, S))
+    for i, si in enumerate(sites):
+        for j, sj in enumerate(sites):
+            if i == j:
+                params = intra_by_site.get(si, intra_default)
             else:
-                params = table.get((s_site, d_site), default_params)
+                params = table.get((si, sj), default_params)
             if params is not None:
-                links.append(_link(src, dst, params))
-    return links
+                present[i, j] = True
+                values[:, i, j] = params
+    g_site = np.array([s_index[s] for s in site_of], dtype=np.int64)
+    n = len(g_site)
+    mask = present[g_site[:, None], g_site[None, :]]
+    mask[np.arange(n), np.arange(n)] = False
+    src, dst = np.nonzero(mask)  # row-major: for each source, destinations in list order
+    ss, ds = g_site[src], g_site[dst]
+    return LinkArrays(
+        src=src.astype(np.int64),
+        dst=dst.astype(np.int64),
+        bandwidth_gbps=values[1][ss, ds],
+        latency_ms=values[0][ss, ds],
+        util=values[2][ss, ds],
+    )
 
 
 def site_label(index: int) -> str:
