@@ -15,6 +15,7 @@ from formulations import cpsat
 from geoplan.cli import main
 from geoplan.cost import evaluate
 from geoplan.cost.normalise import resolve_normalisers
+from geoplan.model.generators import by_family
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
 from geoplan.model.space import plan_space_size
@@ -152,8 +153,7 @@ def test_identical_gpus_symmetry_breaking_keeps_the_optimum() -> None:
 
 def test_dominance_pairs_are_sound_on_site_structured_instances() -> None:
     """Generated instances have same-site GPUs that dominate one another; optimum unchanged."""
-    gen = pytest.importorskip("geoplan.model.generators")
-    inst = resolve_normalisers(Instance.from_dict(gen.by_family("metro", 5, 8, 3, lam=1.0)))
+    inst = resolve_normalisers(Instance.from_dict(by_family("metro", 5, 8, 3, lam=1.0)))
     built = cpsat.build_model(inst)
     assert built.dominance or built.identical
     check_against_oracle(inst)
@@ -225,8 +225,7 @@ class _Recorder(Callbacks):
 
 
 def test_trace_and_callbacks() -> None:
-    gen = pytest.importorskip("geoplan.model.generators")
-    inst = Instance.from_dict(gen.by_family("geo", 8, 12, 1, lam=1.0))
+    inst = Instance.from_dict(by_family("geo", 8, 12, 1, lam=1.0))
     rec = _Recorder()
     res = solve(inst, "cpsat", seed=3, time_limit=30, threads=2, callbacks=rec)
     assert res.status == "optimal"
@@ -251,14 +250,14 @@ def test_warm_start_is_hinted_and_accepted() -> None:
 
 def test_warm_start_on_a_dominated_gpu_is_made_canonical() -> None:
     """A hint that uses a dominated GPU is replaced by its dominator before hinting."""
-    gen = pytest.importorskip("geoplan.model.generators")
-    inst = resolve_normalisers(Instance.from_dict(gen.by_family("metro", 6, 8, 3, lam=1.0)))
+    inst = resolve_normalisers(Instance.from_dict(by_family("metro", 6, 8, 3, lam=1.0)))
     built = cpsat.build_model(inst)
     assert built.dominance
     i, j = built.dominance[0]
     plan = Plan.from_indices(inst, [j], [inst.layers])
-    if not evaluate(inst, plan).feasible:
-        pytest.skip("the dominated GPU cannot hold the model alone")
+    # The instance is fixed: the dominated GPU holds the model alone (a skip here would
+    # silently turn the test off).
+    assert evaluate(inst, plan).feasible
     canon = built.canonical(plan)
     assert canon.gpus == (inst.gpu_ids[i],)
     assert evaluate(inst, canon).objective <= evaluate(inst, plan).objective
@@ -279,8 +278,7 @@ def test_infeasible_when_memory_needs_a_pipeline_but_links_are_missing() -> None
 
 
 def test_no_solution_is_a_status_not_an_error() -> None:
-    gen = pytest.importorskip("geoplan.model.generators")
-    inst = Instance.from_dict(gen.by_family("geo", 16, 32, 2, lam=1.0))
+    inst = Instance.from_dict(by_family("geo", 16, 32, 2, lam=1.0))
     res = solve(inst, "cpsat", seed=0, time_limit=10, threads=2,
                 params={"sat.stop_after_presolve": True, "baseline_cutoff": False})
     assert res.status == "no_solution" and res.plan is None
@@ -288,8 +286,7 @@ def test_no_solution_is_a_status_not_an_error() -> None:
 
 
 def test_gap_target_stops_early_but_never_claims_optimality_unproven() -> None:
-    gen = pytest.importorskip("geoplan.model.generators")
-    inst = Instance.from_dict(gen.by_family("geo", 12, 12, 4, lam=1.0))
+    inst = Instance.from_dict(by_family("geo", 12, 12, 4, lam=1.0))
     res = solve(inst, "cpsat", seed=0, time_limit=30, threads=2, gap=0.5)
     assert res.status in ("optimal", "feasible")
     assert res.gap is not None and res.gap <= 0.5 + 1e-9
@@ -324,8 +321,7 @@ def test_cli_solve_with_warm_start_prints_bound_and_gap(three_gpu, tmp_path, cap
 )
 def test_generated_six_gpu_instances_match_enumeration(family: str, lam: float) -> None:
     """Three sites, so the per-site bounds are in play; 636,576 plans enumerated."""
-    gen = pytest.importorskip("geoplan.model.generators")
-    inst = Instance.from_dict(gen.by_family(family, 6, 12, 5, lam=lam))
+    inst = Instance.from_dict(by_family(family, 6, 12, 5, lam=lam))
     assert len({g.site for g in inst.gpus}) >= 3
     check_against_oracle(inst)
 
@@ -387,8 +383,7 @@ def test_sited_instances_match_enumeration(seed: int, lam: float) -> None:
 def test_strengthened_model_agrees_with_the_plain_one(family: str, seed: int, lam: float) -> None:
     """The redundant constraints change no optimum (a CP-SAT 9.15 presolve fault once made a
     site-bound encoding claim a wrong optimum on geo-8-12 seed 0)."""
-    gen = pytest.importorskip("geoplan.model.generators")
-    inst = Instance.from_dict(gen.by_family(family, 8, 12, seed, lam=lam))
+    inst = Instance.from_dict(by_family(family, 8, 12, seed, lam=lam))
     full = solve(inst, "cpsat", seed=0, time_limit=30, threads=2)
     plain = solve(inst, "cpsat", seed=0, time_limit=30, threads=2,
                   params={"bounds": False, "symmetry": False, "baseline_cutoff": False})
@@ -402,8 +397,7 @@ def test_routing_lns_workers_are_kept_out() -> None:
     """CP-SAT 9.15's routing LNS workers could end the search early with a wrong OPTIMAL on
     metro-8-32 (about one run in seven with 2 workers); they are ignored, and repeated runs
     agree with the plain model."""
-    gen = pytest.importorskip("geoplan.model.generators")
-    inst = Instance.from_dict(gen.by_family("metro", 8, 32, 0, lam=1.0))
+    inst = Instance.from_dict(by_family("metro", 8, 32, 0, lam=1.0))
     plain = solve(inst, "cpsat", seed=0, time_limit=30, threads=2,
                   params={"bounds": False, "symmetry": False, "baseline_cutoff": False})
     assert plain.status == "optimal"

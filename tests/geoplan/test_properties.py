@@ -53,13 +53,6 @@ def head_bytes(d: dict, q_stages: int, u: int) -> float:
     return ref.stage_memory_bytes(d, 0, q_stages, True, u)
 
 
-def knows_stage_overhead(d: dict) -> bool:
-    """Whether geoplan reads ``training.stage_overhead_ms`` (cost-model.md); skip if not."""
-    inst = Instance.from_dict(d)
-    return hasattr(inst.training, "stage_overhead_ms") or "stage_overhead_ms" in inst.to_dict()[
-        "training"]
-
-
 def check_scalar_against_reference(d: dict, p: dict) -> None:
     inst, plan = Instance.from_dict(d), Plan.from_dict(p)
     ev = evaluate(inst, plan)
@@ -91,10 +84,7 @@ def test_scalar_evaluator_matches_reference(case: tuple[dict, dict]) -> None:
 @PROFILE
 @given(cases(shape_errors=True, overhead=True))
 def test_scalar_evaluator_matches_reference_with_stage_overhead(case: tuple[dict, dict]) -> None:
-    d, p = case
-    if not knows_stage_overhead(d):
-        pytest.skip("geoplan does not read training.stage_overhead_ms yet")
-    check_scalar_against_reference(d, p)
+    check_scalar_against_reference(*case)
 
 
 @PROFILE
@@ -170,8 +160,6 @@ def test_bruteforce_matches_the_reference_enumerator(d: dict) -> None:
 @profile(40)
 @given(instances(overhead=True, **TINY))
 def test_bruteforce_matches_the_reference_enumerator_with_stage_overhead(d: dict) -> None:
-    if not knows_stage_overhead(d):
-        pytest.skip("geoplan does not read training.stage_overhead_ms yet")
     check_bruteforce_against_reference(d)
 
 
