@@ -47,8 +47,13 @@ def instances(
     max_layers: int = 8,
     overhead: bool = False,
     lambdas: tuple[float, ...] = LAMBDAS,
+    tight_memory: bool = False,
 ) -> Json:
-    """A canonical instance dict that geoplan must accept (see the module docstring)."""
+    """A canonical instance dict that geoplan must accept (see the module docstring).
+
+    ``tight_memory`` draws memory from the tight end (most GPUs hold part of the model),
+    so that optima are pipelines more often than one-GPU plans.
+    """
     N = draw(st.integers(min_gpus, max_gpus))
     L = draw(st.integers(min_layers, max_layers))
     model: Json = {
@@ -83,7 +88,8 @@ def instances(
                    "active_w": max(1.0, idle + draw(st.sampled_from([200.0, 0.0, 50.0, 400.0])))}
         _maybe(draw, g, "compute_util", [0.5, 0.3, 0.9])
         _maybe(draw, g, "memory_util", [0.9, 0.5])
-        share = draw(st.sampled_from([4.0, 1.2, 0.6, 0.35, 0.15]))
+        shares = [0.6, 0.35, 1.2, 0.15] if tight_memory else [4.0, 1.2, 0.6, 0.35, 0.15]
+        share = draw(st.sampled_from(shares))
         g["memory_gb"] = whole * share / 1e9 / g.get("memory_util", 1.0)
         site = draw(st.sampled_from([None, "A", "B"]))
         if site is not None:
