@@ -12,6 +12,7 @@ from geoplan.cost.batch import BatchEvaluator, BatchResult
 from geoplan.cost.coefficients import Coefficients
 from geoplan.cost.normalise import resolve_normalisers
 from geoplan.errors import FormulationError, GeoplanError, InputError, SolverError
+from geoplan.model.builder import InstanceBuilder
 from geoplan.model.instance import Instance, load_instance
 from geoplan.model.plan import Plan, Stage, load_plan
 from geoplan.model.space import plan_space_size
@@ -31,6 +32,7 @@ __all__ = [
     "GeoplanError",
     "InputError",
     "Instance",
+    "InstanceBuilder",
     "Outcome",
     "Plan",
     "SolveOptions",

@@ -13,7 +13,16 @@ import pytest
 import reference_model as ref
 
 from geoplan.errors import InputError
-from geoplan.model.instance import Instance, load_instance
+from geoplan.model.instance import (
+    GPU,
+    Instance,
+    Link,
+    LinkTable,
+    ModelSpec,
+    ObjectiveSpec,
+    TrainingSpec,
+    load_instance,
+)
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 
@@ -256,3 +265,88 @@ def test_catalog_type_fills_missing_fields_but_explicit_fields_win() -> None:
     inst = Instance.from_dict(d)
     assert inst.gpus[2].peak_tflops == 42.0  # explicit value kept
     assert inst.gpus[2].memory_gb > 0 and inst.gpus[2].active_w > 0  # filled from the catalog
+
+
+# ----------------------------------------------------------------------------- built from Python
+
+
+def _records(**training: Any) -> dict[str, Any]:
+    """hand3 as records, for building an Instance with its constructor."""
+    inst = Instance.from_dict(raw("hand3.json"))
+    return {"name": "py", "gpus": inst.gpus, "links": tuple(inst.links), "model": inst.model,
+            "training": TrainingSpec(**{"batch_size": 8, "micro_batch_size": 1, **training})}
+
+
+def test_constructor_accepts_records_and_stores_links_as_columns() -> None:
+    inst = Instance(**_records())
+    assert isinstance(inst.links, LinkTable) and len(inst.links) == 4
+    assert inst.links[1] == Link("b", "a", 32.0, 1.0, 0.5)
+    assert inst.links[-1].src == "c" and [e.dst for e in inst.links[1:3]] == ["a", "c"]
+    assert inst.to_dict()["links"] == Instance.from_dict(raw("hand3.json")).to_dict()["links"]
+
+
+@pytest.mark.parametrize(
+    ("build", "field"),
+    [
+        # issue 8: each of these once reached evaluate() and gave T_iter = -18 ms
+        (lambda: GPU("a3", peak_tflops=-5, memory_gb=1, idle_w=1, active_w=2), "peak_tflops"),
+        (lambda: GPU("a3", peak_tflops=5, memory_gb=1, idle_w=300, active_w=200), "idle_w"),
+        (lambda: TrainingSpec(batch_size=8, micro_batch_size=3), "micro_batch_size"),
+        (lambda: GPU("a3", peak_tflops=5, memory_gb=1, idle_w=1, active_w=2,
+                     compute_util=0), "compute_util"),
+        (lambda: GPU("", peak_tflops=5, memory_gb=1, idle_w=1, active_w=2), "id"),
+        (lambda: Link("a", "a", 1.0, 1.0), "dst"),
+        (lambda: Link("a", "b", float("inf"), 1.0), "bandwidth_gbps"),
+        (lambda: Link("a", "b", 1.0, -1.0), "latency_ms"),
+        (lambda: ModelSpec(layers=12.5, hidden=8, seq_len=8, vocab=8), "layers"),  # type: ignore[arg-type]
+        (lambda: ModelSpec(layers=True, hidden=8, seq_len=8, vocab=8), "layers"),
+        (lambda: ObjectiveSpec(lam=1.5), "lambda"),
+        (lambda: ObjectiveSpec(t_ref_ms=0.0), "t_ref_ms"),
+        (lambda: TrainingSpec(batch_size=8, micro_batch_size=1, stage_overhead_ms=-1),
+         "stage_overhead_ms"),
+    ],
+    ids=["neg-flops", "idle-over-active", "indivisible", "util-0", "empty-id", "self-link",
+         "inf-bandwidth", "neg-latency", "frac-layers", "bool-layers", "lambda", "t-ref",
+         "overhead"],
+)
+def test_records_check_themselves(build: Any, field: str) -> None:
+    with pytest.raises(InputError) as exc:
+        build()
+    assert exc.value.field == field
+
+
+def test_records_normalise_numbers() -> None:
+    g = GPU("a", peak_tflops=312, memory_gb=80, idle_w=60, active_w=400)
+    assert isinstance(g.peak_tflops, float) and g.peak_tflops == 312.0
+    m = ModelSpec(layers=12.0, hidden=8, seq_len=8, vocab=8)  # type: ignore[arg-type]
+    assert isinstance(m.layers, int) and m.layers == 12
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (lambda r: {**r, "gpus": (*r["gpus"], r["gpus"][0])}, "gpus[3].id"),
+        (lambda r: {**r, "gpus": ()}, "gpus"),
+        (lambda r: {**r, "links": (*r["links"], Link("a", "zz", 1.0, 1.0))}, "links[4].dst"),
+        (lambda r: {**r, "links": (*r["links"], r["links"][0])}, "links[4]"),
+        (lambda r: {**r, "links": "a->b"}, "links"),
+        (lambda r: {**r, "model": {"layers": 6}}, "model"),
+        (lambda r: {**r, "gpus": tuple(GPU(g.id, g.peak_tflops, 0.01, g.idle_w, g.active_w)
+                                       for g in r["gpus"])}, "gpus"),  # capacity check
+    ],
+    ids=["dup-id", "no-gpus", "unknown-link-gpu", "dup-link", "links-str", "model-dict",
+         "capacity"],
+)
+def test_constructor_checks_the_whole_instance(change: Any, field: str) -> None:
+    with pytest.raises(InputError) as exc:
+        Instance(**change(_records()))
+    assert exc.value.field == field
+
+
+def test_subset_keeps_columns_and_rechecks() -> None:
+    inst = Instance.from_dict(raw("hand3.json"))
+    sub = inst.subset(["c", "b"])  # instance order is kept
+    assert sub.gpu_ids == ("b", "c")
+    assert sub.link_table.src.tolist() == [0, 1] and sub.link_table.dst.tolist() == [1, 0]
+    assert sub.eff_bandwidth_gbps.tolist() == [[0.0, 8.0], [16.0, 0.0]]
+    assert np.isnan(sub.latency_ms[0, 0]) and sub.latency_ms[1, 0] == 4.0
