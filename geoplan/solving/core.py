@@ -147,12 +147,13 @@ def solve(
     fn = spec.load()
     typed, given = spec.parse_params(params)
     ws_typed: SolverParams | None = None
+    ws_given: dict[str, Any] = {}
     if isinstance(warm_start, str):
         if warm_start == solver:
             raise InputError("warm_start", warm_start, "a solver cannot warm-start itself")
         ws_spec = get_solver(warm_start)
         ws_spec.load()
-        ws_typed, _ = ws_spec.parse_params(warm_start_params, where="warm_start_params")
+        ws_typed, ws_given = ws_spec.parse_params(warm_start_params, where="warm_start_params")
     elif warm_start_params:
         raise InputError("warm_start_params", dict(warm_start_params) if isinstance(
             warm_start_params, Mapping) else warm_start_params,
@@ -178,7 +179,7 @@ def solve(
         )
         info["warm_start"] = {
             "source": warm_start,
-            **({"params": ws.params} if warm_start_params else {}),
+            **({"params": ws_given} if ws_given else {}),
             "objective": ws.objective,
             "wall_s": round(ws.wall_s, 6),
         }

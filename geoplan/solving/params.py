@@ -325,7 +325,7 @@ def _coerce(value: Any, tp: Any, where: str, meta: Mapping[str, Any]) -> Any:
         out = value
     else:  # pragma: no cover - a declaration error, not an input error
         raise TypeError(f"{where}: unsupported parameter type {tp!r}")
-    _check_range(out, where, meta)
+    _check_range(out, where, meta, shown=value)
     return out
 
 
@@ -367,7 +367,7 @@ def _to_float(value: Any, where: str) -> float:
     return x
 
 
-def _check_range(x: Any, where: str, meta: Mapping[str, Any]) -> None:
+def _check_range(x: Any, where: str, meta: Mapping[str, Any], shown: Any = None) -> None:
     if x is None or isinstance(x, bool) or not isinstance(x, int | float):
         return
     lo, gt, hi, lt = meta.get("at_least"), meta.get("above"), meta.get("at_most"), \
@@ -376,7 +376,8 @@ def _check_range(x: Any, where: str, meta: Mapping[str, Any]) -> None:
           and (hi is None or x <= hi) and (lt is None or x < lt))
     if not ok:
         text = _range_text(meta)
-        raise InputError(where, x, f"must be {text}" if text[0] in "<>" else f"must lie in {text}")
+        raise InputError(where, x if shown is None else shown,
+                         f"must be {text}" if text[0] in "<>" else f"must lie in {text}")
 
 
 def _check_all(obj: SolverParams, where: str) -> None:

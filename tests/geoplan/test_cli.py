@@ -176,12 +176,55 @@ def test_space(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(capsys, "space", "4", "12")[:2] == (0, "5416\n")
 
 
+def test_space_of_huge_pools_prints_digits_not_a_traceback(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from geoplan.display import format_count
+    from geoplan.model.space import plan_space_size
+
+    code, out, err = run(capsys, "space", "2000", "2000")
+    assert code == 0 and err == ""
+    assert out == "about 5.88434e+5772 (5773 digits)\n"
+    # the exact path agrees with the logarithms where both run
+    exact = plan_space_size(400, 300)
+    assert format_count(exact).endswith(f"({len(str(exact))} digits)")
+    assert format_count(exact)[:7] == f"{str(exact)[0]}.{str(exact)[1:6]}"
+    code, out, _ = run(capsys, "space", "100000", "5000")
+    assert code == 0 and out.startswith("about ") and "digits" in out
+
+
 def test_solvers_listing(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "solvers")
     names = {line.split()[0] for line in out.strip().splitlines()}
     assert code == 0
     assert {"memetic", "milp", "cpsat", "bruteforce", "bnb", "metis-default", "metis-improved",
             "portfolio"} <= names
+
+
+def test_solvers_show_their_parameters(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "solvers", "bnb", "milp")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split()[:2] == ["bnb", "exact"]
+    line = next(line for line in lines if line.split()[0] == "node_limit")
+    assert line.split()[:5] == ["node_limit", "int|none", "none", ">=", "0"]
+    assert "nodes" in line
+    row = next(line.split() for line in lines if line.split()[0] == "heuristic_share")
+    assert row[:4] == ["heuristic_share", "float", "0.05", "[0,"]
+    assert any(line.split()[0] == "highs.<key>" for line in lines)
+    code, out, _ = run(capsys, "solvers", "--brief")
+    assert code == 0 and "node_limit" not in out
+    assert run(capsys, "solvers", "nosuch")[0] == 2
+
+
+def test_solve_help_lists_the_solvers_and_where_parameters_are(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "solve", "--help")
+    assert code == 0
+    for name in ("memetic", "milp", "cpsat", "bruteforce", "bnb", "metis-default",
+                 "metis-improved", "portfolio", "greedy", "random-restart"):
+        assert f"\n  {name} " in out, name
+    assert "geoplan solvers" in out and "--param KEY=VALUE" in out
+    assert "--warm-start-param" in out
 
 
 # ----------------------------------------------------------------------------- bad input
@@ -390,3 +433,159 @@ def test_console_path_bad_input(tmp_path: Path) -> None:
     check_one_error_line(p.returncode, p.stdout, p.stderr, "peak_tflops", "-5")
     p = _python_m("solve", HAND3, "--solver", "metis-default", "--time-limit", "-1")
     check_one_error_line(p.returncode, p.stdout, p.stderr, "--time-limit", "-1")
+
+
+# ----------------------------------------------------------------------------- parameters
+
+
+def test_unknown_param_exits_2_with_did_you_mean(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "solve", HAND3, "--solver", "milp", "--param", "symetry=false")
+    check_one_error_line(code, out, err, "params.symetry", "false")
+    assert "did you mean 'symmetry'?" in err
+
+
+@pytest.mark.parametrize(("solver", "param", "field"), [
+    ("bnb", "symmetry=maybe", "params.symmetry"),
+    ("milp", "heuristic=maybe", "params.heuristic"),
+    ("cpsat", "symmetry=maybe", "params.symmetry"),
+    ("bnb", "node_limit=1.5", "params.node_limit"),
+    ("bnb", "node_limit=-3", "params.node_limit"),
+    ("bruteforce", "max_space=lots", "params.max_space"),
+    ("greedy", "split=fast", "params.split"),
+    ("memetic", "population=1", "params.population"),
+    ("memetic", "P=many", "params.P"),
+    ("memetic", "time_limit=3", "params.time_limit"),
+    ("portfolio", "ma_fraction=1", "params.ma_fraction"),
+    ("portfolio", "memetic.populaton=30", "params.memetic.populaton"),
+    ("metis-default", "samples=3", "params.samples"),
+    ("metis-improved", "samples=0", "params.samples"),
+    ("random-restart", "improvement=worst", "params.improvement"),
+])
+def test_ill_typed_param_exits_2(capsys: pytest.CaptureFixture[str], solver: str, param: str,
+                                 field: str) -> None:
+    code, out, err = run(capsys, "solve", HAND3, "--solver", solver, "--param", param,
+                         "--time-limit", "5")
+    check_one_error_line(code, out, err, field, param.partition("=")[2])
+
+
+def test_params_are_recorded_typed(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "solve", HAND3, "--solver", "bnb", "--json", "--param",
+                       "symmetry=no", "--param", "node_limit=100000", "--param", "note=run A")
+    assert code == 0
+    params = json.loads(out)["params"]
+    assert params["symmetry"] is False and params["node_limit"] == 100000
+    assert params["note"] == "run A"
+
+
+def test_warm_start_params(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "solve", HAND3, "--solver", "bnb", "--warm-start", "memetic",
+                         "--warm-start-param", "populaton=20")
+    check_one_error_line(code, out, err, "warm_start_params.populaton", "20")
+    assert "did you mean 'population'?" in err
+    code, out, err = run(capsys, "solve", HAND3, "--solver", "bnb", "--warm-start", PLAN_AB,
+                         "--warm-start-param", "population=20")
+    check_one_error_line(code, out, err, "--warm-start-param", "population=20")
+    code, out, err = run(capsys, "solve", HAND3, "--solver", "bnb", "--warm-start", "memetic",
+                         "--warm-start-param", "population=20", "--warm-start-param",
+                         "max_generations=2", "--json")
+    assert code == 0, err
+    ws = json.loads(out)["info"]["warm_start"]
+    assert ws["source"] == "memetic"
+    assert ws["params"]["population"] == 20 and ws["params"]["max_generations"] == 2
+
+
+# ----------------------------------------------------------------------------- inputs up front
+
+
+@pytest.mark.parametrize("option", ["--out", "--result", "--trace-csv"])
+def test_output_paths_checked_before_any_work(capsys: pytest.CaptureFixture[str],
+                                              tmp_path: Path, option: str) -> None:
+    # The instance does not even exist: the path is checked first, before loading it.
+    missing_dir = str(tmp_path / "no" / "such" / "dir" / "x.json")
+    code, out, err = run(capsys, "solve", "NOFILE.json", "--solver", "metis-default",
+                         option, missing_dir)
+    check_one_error_line(code, out, err, option, missing_dir)
+    assert "does not exist" in err
+    code, out, err = run(capsys, "solve", "NOFILE.json", "--solver", "metis-default",
+                         option, str(tmp_path))
+    check_one_error_line(code, out, err, option, str(tmp_path))
+    assert "directory" in err
+    a_file = tmp_path / "f"
+    a_file.write_text("")
+    code, out, err = run(capsys, "solve", "NOFILE.json", "--solver", "metis-default",
+                         option, str(a_file / "x.json"))
+    check_one_error_line(code, out, err, option, str(a_file / "x.json"))
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0,
+                    reason="root may write anywhere")
+def test_unwritable_output_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        code, out, err = run(capsys, "solve", HAND3, "--solver", "metis-default",
+                             "--out", str(ro / "p.json"))
+        check_one_error_line(code, out, err, "--out", str(ro / "p.json"))
+        assert "not writable" in err
+    finally:
+        ro.chmod(0o700)
+
+
+def test_generate_out_checked(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    bad = str(tmp_path / "nodir" / "g.json")
+    code, out, err = run(capsys, "generate", "geo", "--n", "3", "--layers", "4", "--seed", "0",
+                         "--out", bad)
+    check_one_error_line(code, out, err, "--out", bad)
+
+
+@pytest.mark.parametrize(("argv", "field", "value"), [
+    (["--seed", "-1"], "--seed", "-1"),
+    (["--seed", "1.5"], "--seed", "1.5"),
+    (["--threads", "-2"], "--threads", "-2"),
+    (["--threads", "two"], "--threads", "two"),
+])
+def test_bad_solve_numbers_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str],
+                                  field: str, value: str) -> None:
+    code, out, err = run(capsys, "solve", HAND3, "--solver", "metis-default", *argv)
+    check_one_error_line(code, out, err, field, value)
+
+
+def test_negative_seed_rejected_in_python_too() -> None:
+    from geoplan.errors import InputError
+    from geoplan.model.instance import load_instance
+    from geoplan.solving.core import solve
+
+    with pytest.raises(InputError, match="seed"):
+        solve(load_instance(HAND3), "metis-default", seed=-1)
+
+
+def test_no_plan_keeps_out_unwritten_and_says_so(capsys: pytest.CaptureFixture[str],
+                                                 tmp_path: Path) -> None:
+    from geoplan.model.generators import by_family
+
+    path = tmp_path / "paper.json"
+    path.write_text(json.dumps(by_family("paper", 5, 8, 1)))
+    plan = tmp_path / "plan.json"
+    code, out, err = run(capsys, "solve", str(path), "--solver", "bnb", "--json",
+                         "--param", "node_limit=0", "--param", "baseline_incumbent=false",
+                         "--out", str(plan))
+    assert code == 0  # a solver that found no plan is a result, not an error
+    d = json.loads(out)
+    assert d["status"] == "no_solution" and d["plan"] is None and d["objective"] is None
+    assert not plan.exists()
+    assert "no plan" in err and "--out" in err and str(plan) in err
+
+
+def test_no_solution_bound_is_null_unless_proven() -> None:
+    from geoplan.model.instance import load_instance
+    from geoplan.solving.core import finish
+    from geoplan.solving.result import Outcome
+
+    inst = load_instance(HAND3)
+    for lower, status, expected in ((0.0, "no_solution", None), (None, "no_solution", None),
+                                    (float("inf"), "no_solution", None),
+                                    (12.5, "no_solution", 12.5), (12.5, "infeasible", None)):
+        r = finish(inst, "x", Outcome(None, status, lower_bound=lower), 0.1, 0)
+        assert r.lower_bound == expected, (lower, status)
+        assert r.to_dict()["lower_bound"] == expected and r.gap is None
