@@ -146,12 +146,12 @@ def _digits(n: int) -> int:
 
 
 def format_count(n: int) -> str:
-    """``n`` in full when short; else ``1.23457e+5730 (5731 digits)``."""
+    """``n`` in full when short; else ``1.23456e+5730 (5731 digits)`` (leading digits)."""
     if n < 10**MAX_EXACT_DIGITS:
         return str(n)
     d = _digits(n)
-    lead = n // 10 ** (d - 7)  # the 7 leading digits
-    return f"{lead / 1e6:.5f}e+{d - 1} ({d} digits)"
+    lead = str(n // 10 ** (d - 6))  # the 6 leading digits (truncated, never rounded up)
+    return f"{lead[0]}.{lead[1:]}e+{d - 1} ({d} digits)"
 
 
 def space_size_text(n_gpus: int, layers: int) -> str:
@@ -174,7 +174,8 @@ def space_size_text(n_gpus: int, layers: int) -> str:
     top = max(logs)
     log10 = top + math.log10(math.fsum(10 ** (x - top) for x in logs))
     exp = math.floor(log10)
-    return f"about {10 ** (log10 - exp):.5f}e+{exp} ({exp + 1} digits)"
+    mantissa = min(10 ** (log10 - exp), 9.99999)
+    return f"about {mantissa:.5f}e+{exp} ({exp + 1} digits)"
 
 
 def format_solvers(solvers: list[Any], *, params: bool = True) -> str:

@@ -188,6 +188,9 @@ def test_space_of_huge_pools_prints_digits_not_a_traceback(
     exact = plan_space_size(400, 300)
     assert format_count(exact).endswith(f"({len(str(exact))} digits)")
     assert format_count(exact)[:7] == f"{str(exact)[0]}.{str(exact)[1:6]}"
+    assert format_count(10**61 - 1) == "9.99999e+60 (61 digits)"  # never rounded up to 10.0
+    assert format_count(10**60) == "1.00000e+60 (61 digits)"
+    assert format_count(10**60 - 1) == "9" * 60
     code, out, _ = run(capsys, "space", "100000", "5000")
     assert code == 0 and out.startswith("about ") and "digits" in out
 
