@@ -22,6 +22,7 @@ be mistaken for an unavailable solver.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import re
 from collections.abc import Callable, Mapping
@@ -263,11 +264,10 @@ def _missing_backend(exc: ModuleNotFoundError, module: str, dist: Any) -> str | 
 def _declared_dependencies(dist: Any) -> set[str]:
     """Import names of the requirements of geoplan (and of the entry point's package)."""
     reqs: list[str] = []
-    for d in {dist, None}:
-        try:
-            reqs += (d.requires if d is not None else metadata.requires("geoplan")) or []
-        except metadata.PackageNotFoundError:
-            continue
+    with contextlib.suppress(metadata.PackageNotFoundError):
+        reqs += metadata.requires("geoplan") or []
+    if dist is not None:
+        reqs += getattr(dist, "requires", None) or []
     out = set()
     for r in reqs:
         m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", r)
