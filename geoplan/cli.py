@@ -406,7 +406,7 @@ def _solve_epilog() -> str:
         "`geoplan solvers [NAME]` and set with --param KEY=VALUE (the warm-start\n"
         "solver's with --warm-start-param KEY=VALUE). Booleans are true/false/1/0/yes/no;\n"
         "`none` clears an optional value. An unknown key or a bad value exits with\n"
-        "status 2. docs/ describes each solver (milp.md, cpsat.md, memetic.md, ...)."
+        "status 2 (docs/solvers.md; each solver in docs/milp.md, cpsat.md, memetic.md, ...)."
     )
 
 
