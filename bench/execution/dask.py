@@ -29,7 +29,7 @@ def run_dask(
         raise InputError("--dask", address, f"cannot connect to the Dask scheduler: {exc}"
                          ) from None
     try:
-        keyed: dict[str, dict[str, Any]] = {}
+        keyed: dict[Any, dict[str, Any]] = {}
         futures = []
         for task in tasks:
             fut = client.submit(run_subprocess, task, pure=False)

@@ -2,7 +2,7 @@
 
 :func:`execute` runs one task in the current process and returns its result row
 (a crash or a solver error becomes a row, never an exception). A fresh
-interpreter (``python -m bench.execution.protocol --child``, used on Dask workers
+interpreter (``python -m bench.execution.child --child``, used on Dask workers
 and where fork is unavailable) reads a task as JSON on stdin and writes protocol
 lines on stdout: ``@@geoplan-bench {"event": "improve", ...}`` while the solver
 improves, then one ``{"event": "result", "row": ...}``. :func:`run_subprocess`
@@ -25,7 +25,9 @@ from typing import Any
 from bench.execution.env import now
 from geoplan.errors import InputError
 
-__all__ = ["SUBPROCESS_STARTUP_S", "execute", "failure_row", "run_subprocess"]
+__all__ = [
+    "SUBPROCESS_STARTUP_S", "execute", "failure_row", "run_subprocess", "subprocess_child",
+]
 
 #: Extra seconds a subprocess gets for interpreter start-up and imports.
 SUBPROCESS_STARTUP_S = 15.0
@@ -136,14 +138,14 @@ def failure_row(task: Mapping[str, Any], status: str, message: str, elapsed: flo
 
 def run_subprocess(task: Mapping[str, Any], startup: float = SUBPROCESS_STARTUP_S
                    ) -> dict[str, Any]:
-    """Run one task in a fresh ``python -m bench.execution.protocol --child`` with a hard kill.
+    """Run one task in a fresh ``python -m bench.execution.child --child`` with a hard kill.
 
     The kill comes at ``limit + startup`` seconds (start-up covers interpreter and
     imports). Used on Dask workers, where forking a threaded worker is unsafe.
     """
     t0 = time.perf_counter()
     limit = float(task["limit"]) + startup
-    proc = subprocess.Popen([sys.executable, "-m", "bench.execution.protocol", "--child"],
+    proc = subprocess.Popen([sys.executable, "-m", "bench.execution.child", "--child"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
     payload = json.dumps(task).encode()
@@ -183,8 +185,8 @@ def run_subprocess(task: Mapping[str, Any], startup: float = SUBPROCESS_STARTUP_
                         f"without a result; stderr tail: {tail}", elapsed, events)
 
 
-def _subprocess_child() -> int:
-    """``python -m bench.execution.protocol --child``: a task on stdin, protocol lines out."""
+def subprocess_child() -> int:
+    """``python -m bench.execution.child --child``: a task on stdin, protocol lines out."""
     task = json.loads(sys.stdin.read())
     proto = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # solver chatter on stdout goes to stderr, away from the protocol
@@ -202,10 +204,3 @@ def _subprocess_child() -> int:
     return 0
 
 
-
-if __name__ == "__main__":
-    if sys.argv[1:] == ["--child"]:
-        sys.exit(_subprocess_child())
-    print("usage: python -m bench.execution.protocol --child  (internal; use `geoplan bench`)",
-          file=sys.stderr)
-    sys.exit(2)

@@ -39,7 +39,6 @@ __all__ = [
 
 Row = dict[str, Any]
 OK = ("optimal", "feasible")
-Row = dict[str, Any]
 #: Two-sided 97.5% Student t quantiles by degrees of freedom (1..30); 1.96 beyond.
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
          2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,

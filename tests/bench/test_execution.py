@@ -85,3 +85,9 @@ def test_progress_can_be_silent() -> None:
     bar = Progress(1, 1, out, enabled=False)
     bar.update({**TASK["row"], "status": "optimal", "objective": 1.0}, 0.0)
     assert out.getvalue() == "" and bar.done == 1
+
+
+def test_a_fresh_interpreter_run_returns_its_row() -> None:
+    """The subprocess protocol end to end (as on Dask workers), on an input error."""
+    row = protocol.run_subprocess({**TASK, "instance": {"gpus": []}, "limit": 60.0})
+    assert row["status"] == "error" and "gpus" in row["message"]
