@@ -69,19 +69,18 @@ def _versus(ctx: Ctx, rows: list[Row], info: Mapping[str, Any]) -> list[str]:
     paper = PAPER.get(info.get("paper") or "", {})
     pmap = {(r[0], r[1]): r for r in paper.get("rows", [])}
     vs = versus_frame(rows, ours, base)
+    cells = group(rows, "instance", "label")
     body = []
     for name in instance_order(rows, info):
         v = vs.loc[name]
-        ir = [r for r in rows if r["instance"] == name]
         pr = pmap.get((int(v["n"]), int(v["layers"])))
         body.append([
             int(v["n"]), int(v["layers"]),
             fmt(pr[2]) if pr else DASH, fmt(pr[3]) if pr else DASH,
             pct(pr[6]) if pr else DASH,
             fmt(_num(v["base_mean"])) if _num(v["base_mean"]) is not None
-            else status_summary([r for r in ir if r["label"] == base]),
-            fmt(_num(v["best"])) if v["ok"] else status_summary(
-                [r for r in ir if r["label"] == ours]),
+            else status_summary(cells.get((name, base), [])),
+            fmt(_num(v["best"])) if v["ok"] else status_summary(cells.get((name, ours), [])),
             fmt(_num(v["mean"])), f"±{v['ci']:.1f}" if v["ok"] else DASH,
             pct(_num(v["gain"])),
             f"{int(v['ok'])}/{int(v['runs'])}",
@@ -107,8 +106,10 @@ def _exact(ctx: Ctx, rows: list[Row], info: Mapping[str, Any]) -> list[str]:
                                       if s["label"] != heur])
     opt_rows = []
     tract_rows = []
+    by_inst = group(rows, "instance")
     for name in instance_order(rows, info):
-        ir = [r for r in rows if r["instance"] == name]
+        ir = by_inst[(name,)]
+        by_label = group(ir, "label")
         n, layers = ir[0]["n"], ir[0]["layers"]
         proven = [r for r in ir if r["status"] == "optimal" and r.get("objective") is not None]
         ok = [r for r in ir if is_ok(r)]
@@ -125,7 +126,7 @@ def _exact(ctx: Ctx, rows: list[Row], info: Mapping[str, Any]) -> list[str]:
             star = f"{t_star:.3f}"
         else:
             t_star, by, star = None, "no plan", DASH
-        mine = [r for r in ir if r["label"] == heur]
+        mine = by_label.get((heur,), [])
         vals = [r["objective"] for r in mine if is_ok(r)]
         match = sum(1 for v in vals if t_star is not None and abs(v - t_star) <= 1e-6 * t_star)
         optimality = (100 * t_star / statistics.fmean(vals)) if vals and t_star else None
@@ -139,7 +140,7 @@ def _exact(ctx: Ctx, rows: list[Row], info: Mapping[str, Any]) -> list[str]:
         ])
         cells: list[Any] = [n, layers, si(plan_space_size(n, layers))]
         for lab in exact:
-            er = [r for r in ir if r["label"] == lab]
+            er = by_label.get((lab,), [])
             b = best(er)
             if b is not None:
                 cells += [quality(b), f"{b.get('wall_s', 0):.1f} s"]
@@ -458,12 +459,12 @@ def _anytime_figures(ctx: Ctx, rows: list[Row], labels: list[str], order: list[s
     top = max(budgets)
     out: list[str] = []
     figs = []
+    cells = group(rows, "instance", "label", "budget_s")
     for name in order:
         curves = {}
         no_plan = {}
         for lab in labels:
-            lr = sorted((r for r in rows if r["instance"] == name and r["label"] == lab
-                         and r["budget_s"] == top), key=lambda r: r.get("seed", 0))
+            lr = sorted(cells.get((name, lab, top), []), key=lambda r: r.get("seed", 0))
             if not lr:
                 continue
             r = lr[0]
@@ -475,8 +476,7 @@ def _anytime_figures(ctx: Ctx, rows: list[Row], labels: list[str], order: list[s
                 no_plan[lab] = status_summary([r])
         for lab in labels:  # shorter budgets at which a solver found no plan
             for bud in budgets[:-1]:
-                br = [r for r in rows if r["instance"] == name and r["label"] == lab
-                      and r["budget_s"] == bud]
+                br = cells.get((name, lab, bud), [])
                 if br and best(br) is None:
                     no_plan[f"{lab} at {bud:g} s"] = status_summary(br)
         if curves or no_plan:
@@ -493,7 +493,7 @@ def _anytime_figures(ctx: Ctx, rows: list[Row], labels: list[str], order: list[s
                 "named in the legend.", "", *figs, ""]
     panels: dict[str, dict[str, list[tuple[int, float]]]] = {}
     for name in order:
-        ir = [r for r in rows if r["instance"] == name and r["budget_s"] == top]
+        ir = [r for (i, _, b), rr in cells.items() if i == name and b == top for r in rr]
         lb = best_bound.get(name)
         if not ir or lb is None:
             continue
@@ -527,12 +527,11 @@ def _warmstart(ctx: Ctx, rows: list[Row], info: Mapping[str, Any]) -> list[str]:
             f"not proven in {b['budget_s']:g} s"
         return [b["status"], proof, quality(b)]
 
+    cells = group(rows, "instance", "label")
     for name in instance_order(rows, info):
-        ir = [r for r in rows if r["instance"] == name]
         for solver, wlabel in warm:
-            clabel = cold.get(solver)
-            cr = [r for r in ir if r["label"] == clabel]
-            wr = [r for r in ir if r["label"] == wlabel]
+            cr = cells.get((name, cold.get(solver)), [])
+            wr = cells.get((name, wlabel), [])
             acc = [((r.get("info") or {}).get("warm_start") or {}).get("accepted") for r in wr]
             body.append([name, solver, *describe(cr), *describe(wr),
                          ", ".join(DASH if a is None else str(a) for a in acc) or DASH])
