@@ -258,8 +258,6 @@ def memory_feasible_somewhere(instance: Json) -> bool:
     the "no single GPU and no pipeline can hold the model" input check.
     Exponential: small N and L only.
     """
-    from itertools import permutations
-
     L = int(instance["model"]["layers"])
     ids = [g["id"] for g in instance["gpus"]]
     u = int(instance["training"]["micro_batch_size"])
@@ -331,7 +329,8 @@ class OrderPrices:
 
 def price_order(instance: Json, order: Sequence[str], t_ref_ms: float | None = None,
                 e_ref_j: float | None = None) -> OrderPrices:
-    """Every composition of L into len(order) stages on the GPUs ``order``, priced."""
+    """Every composition of L into len(order) stages on the GPUs ``order``, priced at the
+    instance's micro-batch size."""
     t = instance["training"]
     L = int(instance["model"]["layers"])
     u = int(t["micro_batch_size"])
