@@ -139,13 +139,17 @@ class Evaluator:
                     memory_limit_gb=float(c.mem_cap[g]) / 1e9,
                 )
             )
-        _, t_iter, e_iter, _ = kernel.price_stages(idx, counts, q_count, *c.kernel_args,
-                                                   *self.weights.args)
+        # A missing link prices at inf and inf * 0 W is nan, as in the compiled
+        # pricers; numpy would also warn about it, numba does not.
+        with np.errstate(invalid="ignore", over="ignore"):
+            _, t_iter, e_iter, _ = kernel.price_stages(idx, counts, q_count, *c.kernel_args,
+                                                       *self.weights.args)
+            objective = self.weights.value(t_iter, e_iter)
         return Evaluation(
             plan=plan,
             t_iter_ms=float(t_iter),
             e_iter_j=float(e_iter),
-            objective=self.weights.value(t_iter, e_iter),
+            objective=objective,
             feasible=not violations,
             violations=violations,
             stages=tuple(stages),
