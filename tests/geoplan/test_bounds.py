@@ -9,6 +9,7 @@ the bounds must still reach the reference optimum with o > 0.
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 
@@ -150,7 +151,8 @@ def test_capacity_objective_and_t_iter_cap_bounds(seed: int, o: float) -> None:
 
 @pytest.mark.parametrize(("seed", "o"), CASES[::2])
 def test_milp_prepare_bounds_hold(seed: int, o: float) -> None:
-    """MILP's tmax/T bounds without and with the optimum as incumbent; arcs of optimal plans kept."""
+    """MILP's tmax/T bounds without and with the optimum as incumbent; arcs of optimal plans
+    kept."""
     d, inst = _case(seed, o)
     plans = _plans(d, inst)
     data = milp.prepare(inst)
@@ -164,7 +166,7 @@ def test_milp_prepare_bounds_hold(seed: int, o: float) -> None:
         assert tight.tmax_lb <= tmax <= tight.tmax_ub and tight.t_lb <= t <= tight.t_ub
         assert all(g in tight.n_ub and n <= tight.n_ub[g] for g, n in zip(gpus, counts,
                                                                           strict=True))
-        assert all((a, b) in tight.arcs for a, b in zip(gpus, gpus[1:], strict=False))
+        assert all((a, b) in tight.arcs for a, b in itertools.pairwise(gpus))
 
 
 def test_layers_within_is_the_exact_inverse() -> None:
