@@ -469,7 +469,7 @@ def _add_cluster_bounds(
     nc = relax.n_clusters
     u = [md.new_bool_var(f"cluster{c}") for c in range(nc)]
     for c in range(nc):
-        md.add_max_equality(u[c], [x[i] for i in np.flatnonzero(relax.cluster == c)])
+        md.add_max_equality(u[c], [x[int(i)] for i in np.flatnonzero(relax.cluster == c)])
     v: dict[tuple[int, ...], cp_model.IntVar] = {}
     for size in range(1, nc + 1):
         for subset in itertools.combinations(range(nc), size):

@@ -88,9 +88,9 @@ __all__ = ["Dominance", "dominance", "dominance_of"]
 class Dominance:
     """The rule applied to one instance (see the module docstring).
 
-    ``pairs``: (i, j) in D, i ranked before j (y_j <= y_i); ``identical``: the
-    pairs of D that are identical (n_i >= n_j); ``rank[i]``: position of GPU i
-    in the total order.
+    ``pairs``: (i, j) in D, i ranked before j (y_j <= y_i), listed in index
+    order; ``identical``: the pairs of D that are identical (n_i >= n_j);
+    ``rank[i]``: position of GPU i in the total order.
     """
 
     n: int
@@ -214,10 +214,11 @@ def dominance(
 
     pairs: list[tuple[int, int]] = []
     ident: list[tuple[int, int]] = []
-    for i in order:
+    # Pairs in index order (i, then j): the order the models' constraints are added in.
+    for i in range(n):
         if i not in allowed:
             continue
-        for j in order:
+        for j in range(n):
             if j == i or j not in allowed or rank[i] >= rank[j] or not dominates(i, j):
                 continue
             pairs.append((i, j))
