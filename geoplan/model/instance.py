@@ -87,6 +87,8 @@ class Bound:
         if not ok:
             if x > self.hi:
                 reason = "too large"
+            elif self.integer and self.lo == 1:
+                reason = "expected a positive integer"
             elif self.lo == 0:
                 reason = "must be positive" if self.lo_open else "must be non-negative"
             else:
@@ -1006,214 +1008,218 @@ class Instance:
 # "not mine" for anything else, so the JSON parser reads that file as usual and its
 # messages stay the same.
 
-_SCAN_OK, _SCAN_FAIL = 0, 1
 _LINKS_OPEN = re.compile(rb'"links"\s*:\s*\[')
 _POW10 = np.array([10.0**k for k in range(23)])
-_FNV_OFFSET, _FNV_PRIME = np.uint64(14695981039346656037), np.uint64(1099511628211)
 
 
-@njit(cache=True, inline="always")
-def _skip_ws(buf: np.ndarray, p: int) -> int:
+@njit(cache=True)
+def _skip_ws(buf: np.ndarray, p: int) -> int:  # pragma: no cover - compiled
     n = len(buf)
-    while p < n:
-        c = buf[p]
-        if c != 32 and c != 10 and c != 13 and c != 9:
-            break
+    while p < n and (buf[p] == 32 or buf[p] == 10 or buf[p] == 13 or buf[p] == 9):
         p += 1
     return p
 
 
-@njit(cache=True, inline="always")
-def _hash(buf: np.ndarray, a: int, b: int) -> np.uint64:
+@njit(cache=True)
+def _string_end(buf: np.ndarray, a: int) -> int:  # pragma: no cover - compiled
+    """Position of the '"' closing a string that starts at ``a``; -1 for an escape or end."""
+    n = len(buf)
+    while a < n and buf[a] != 34:
+        if buf[a] == 92 or buf[a] < 32:
+            return -1
+        a += 1
+    return a if a < n else -1
+
+
+@njit(cache=True)
+def _find(buf, a, q, hashes, index, table, start, length):  # pragma: no cover - compiled
+    """Index of the table entry equal to buf[a:q] (binary search on FNV-1a hashes), or -1."""
     h = np.uint64(14695981039346656037)
-    for k in range(a, b):
+    for k in range(a, q):
         h = (h ^ np.uint64(buf[k])) * np.uint64(1099511628211)
-    return h
+    lo, hi = 0, len(hashes)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if hashes[mid] < h:
+            lo = mid + 1
+        else:
+            hi = mid
+    while lo < len(hashes) and hashes[lo] == h:
+        g = index[lo]
+        if length[g] == q - a:
+            j = 0
+            while j < q - a and table[start[g] + j] == buf[a + j]:
+                j += 1
+            if j == q - a:
+                return g
+        lo += 1
+    return -1
+
+
+@njit(cache=True)
+def _number(buf, p, pow10):  # pragma: no cover - compiled
+    """Parse a JSON number at p: (end, value, exact); end -1 if it is not one.
+
+    ``exact`` is False where the value needs Python's float (over 15 digits or a
+    large exponent); the value is then meaningless.
+    """
+    n = len(buf)
+    neg = p < n and buf[p] == 45
+    if neg:
+        p += 1
+    if p >= n or buf[p] < 48 or buf[p] > 57:
+        return -1, 0.0, False
+    mant = 0
+    digits = 0
+    if buf[p] == 48:
+        p += 1
+        if p < n and 48 <= buf[p] <= 57:
+            return -1, 0.0, False
+    else:
+        while p < n and 48 <= buf[p] <= 57:
+            if digits < 18:
+                mant = mant * 10 + (np.int64(buf[p]) - 48)
+            digits += 1
+            p += 1
+    frac = 0
+    is_int = True
+    if p < n and buf[p] == 46:
+        is_int = False
+        p += 1
+        if p >= n or buf[p] < 48 or buf[p] > 57:
+            return -1, 0.0, False
+        while p < n and 48 <= buf[p] <= 57:
+            if digits < 18:
+                mant = mant * 10 + (np.int64(buf[p]) - 48)
+            digits += 1
+            frac += 1
+            p += 1
+    ex = 0
+    ex_digits = 0
+    if p < n and (buf[p] == 101 or buf[p] == 69):
+        is_int = False
+        p += 1
+        ex_neg = False
+        if p < n and (buf[p] == 43 or buf[p] == 45):
+            ex_neg = buf[p] == 45
+            p += 1
+        if p >= n or buf[p] < 48 or buf[p] > 57:
+            return -1, 0.0, False
+        while p < n and 48 <= buf[p] <= 57:
+            if ex_digits < 6:
+                ex = ex * 10 + (np.int64(buf[p]) - 48)
+            ex_digits += 1
+            p += 1
+        if ex_neg:
+            ex = -ex
+    e10 = ex - frac
+    if digits > 15 or ex_digits > 6 or e10 < -22 or e10 > 22:
+        return p, 0.0, False
+    v = float(mant)
+    v = v * pow10[e10] if e10 >= 0 else v / pow10[-e10]
+    if neg and not (is_int and mant == 0):  # "-0" is the integer 0
+        v = -v
+    return p, v, True
 
 
 @njit(cache=True)
 def _scan_links(buf, p, keys, key_start, key_len, id_hash, id_index, id_bytes, id_start,
-                id_len, cap, pow10):  # pragma: no cover - compiled; tested through load_instance
-    """Parse the link objects of a JSON array whose '[' ends before ``p``.
+                id_len, pow10, src, dst, vals, slow, out):  # pragma: no cover - compiled
+    """Parse the link objects of the JSON array whose '[' ends just before ``p``.
 
-    Returns (status, count, end, src, dst, bw, lat, util, slow) where ``end`` is the
-    position of the closing ']' and ``slow`` lists (link, column, start, stop) of
-    numbers to be converted by Python (more than 15 digits or a large exponent).
+    Fills src, dst (GPU indices) and vals (bandwidth_gbps, util, latency_ms rows);
+    ``slow`` gets (link, row, start, stop) of numbers Python must convert. Returns the
+    number of links (out[0] = position of the closing ']', out[1] = slow count), or -1
+    where the text is anything but such an array.
     """
     n_buf = len(buf)
-    src = np.full(cap, -1, dtype=np.int64)
-    dst = np.full(cap, -1, dtype=np.int64)
-    vals = np.ones((3, cap))  # bandwidth_gbps, latency_ms, util
-    slow = np.empty((cap * 3 + 1, 4), dtype=np.int64)
-    n_slow = 0
     n = 0
-    fail = (1, 0, 0, src, dst, vals, slow[:0])
+    n_slow = 0
+    cap = len(src)
     p = _skip_ws(buf, p)
     if p < n_buf and buf[p] == 93:
-        return (0, 0, p, src, dst, vals, slow[:0])
-    n_ids = len(id_hash)
+        out[0] = p
+        out[1] = 0
+        return 0
     while True:
         if p >= n_buf or buf[p] != 123 or n >= cap:
-            return fail
+            return -1
         p = _skip_ws(buf, p + 1)
         seen = 0
         while True:
-            # key
             if p >= n_buf or buf[p] != 34:
-                return fail
-            a = p + 1
-            q = a
-            while q < n_buf and buf[q] != 34:
-                if buf[q] == 92 or buf[q] < 32:
-                    return fail
-                q += 1
-            if q >= n_buf:
-                return fail
+                return -1
+            q = _string_end(buf, p + 1)
+            if q < 0:
+                return -1
             code = -1
             for k in range(len(key_len)):
-                if key_len[k] == q - a:
-                    same = True
-                    for j in range(q - a):
-                        if keys[key_start[k] + j] != buf[a + j]:
-                            same = False
-                            break
-                    if same:
+                if key_len[k] == q - p - 1:
+                    j = 0
+                    while j < key_len[k] and keys[key_start[k] + j] == buf[p + 1 + j]:
+                        j += 1
+                    if j == key_len[k]:
                         code = k
                         break
             if code < 0 or seen & (1 << code):
-                return fail
+                return -1
             seen |= 1 << code
             p = _skip_ws(buf, q + 1)
             if p >= n_buf or buf[p] != 58:
-                return fail
+                return -1
             p = _skip_ws(buf, p + 1)
             if p >= n_buf:
-                return fail
-            if code <= 1:  # src, dst: a GPU id
+                return -1
+            if code <= 1:  # src or dst: a known GPU id
                 if buf[p] != 34:
-                    return fail
-                a = p + 1
-                q = a
-                while q < n_buf and buf[q] != 34:
-                    if buf[q] == 92 or buf[q] < 32:
-                        return fail
-                    q += 1
-                if q >= n_buf:
-                    return fail
-                h = _hash(buf, a, q)
-                lo, hi = 0, n_ids
-                while lo < hi:
-                    mid = (lo + hi) // 2
-                    if id_hash[mid] < h:
-                        lo = mid + 1
-                    else:
-                        hi = mid
-                found = -1
-                while lo < n_ids and id_hash[lo] == h:
-                    g = id_index[lo]
-                    if id_len[g] == q - a:
-                        same = True
-                        for j in range(q - a):
-                            if id_bytes[id_start[g] + j] != buf[a + j]:
-                                same = False
-                                break
-                        if same:
-                            found = g
-                            break
-                    lo += 1
-                if found < 0:
-                    return fail
+                    return -1
+                q = _string_end(buf, p + 1)
+                if q < 0:
+                    return -1
+                g = _find(buf, p + 1, q, id_hash, id_index, id_bytes, id_start, id_len)
+                if g < 0:
+                    return -1
                 if code == 0:
-                    src[n] = found
+                    src[n] = g
                 else:
-                    dst[n] = found
+                    dst[n] = g
                 p = q + 1
-            else:  # a JSON number: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
-                start = p
-                neg = False
-                if buf[p] == 45:
-                    neg = True
-                    p += 1
-                if p >= n_buf or buf[p] < 48 or buf[p] > 57:
-                    return fail
-                mant = 0
-                digits = 0
-                if buf[p] == 48:
-                    p += 1
-                    if p < n_buf and 48 <= buf[p] <= 57:
-                        return fail
-                else:
-                    while p < n_buf and 48 <= buf[p] <= 57:
-                        if digits < 18:
-                            mant = mant * 10 + (np.int64(buf[p]) - 48)
-                        digits += 1
-                        p += 1
-                frac = 0
-                is_int = True
-                if p < n_buf and buf[p] == 46:
-                    is_int = False
-                    p += 1
-                    if p >= n_buf or buf[p] < 48 or buf[p] > 57:
-                        return fail
-                    while p < n_buf and 48 <= buf[p] <= 57:
-                        if digits < 18:
-                            mant = mant * 10 + (np.int64(buf[p]) - 48)
-                        digits += 1
-                        frac += 1
-                        p += 1
-                ex = 0
-                ex_digits = 0
-                if p < n_buf and (buf[p] == 101 or buf[p] == 69):
-                    is_int = False
-                    p += 1
-                    ex_neg = False
-                    if p < n_buf and (buf[p] == 43 or buf[p] == 45):
-                        ex_neg = buf[p] == 45
-                        p += 1
-                    if p >= n_buf or buf[p] < 48 or buf[p] > 57:
-                        return fail
-                    while p < n_buf and 48 <= buf[p] <= 57:
-                        if ex_digits < 6:
-                            ex = ex * 10 + (np.int64(buf[p]) - 48)
-                        ex_digits += 1
-                        p += 1
-                    if ex_neg:
-                        ex = -ex
-                e10 = ex - frac
-                col = code - 2
-                if digits <= 15 and ex_digits <= 6 and -22 <= e10 <= 22:
-                    v = float(mant)
-                    v = v * pow10[e10] if e10 >= 0 else v / pow10[-e10]
-                    if neg and not (is_int and mant == 0):
-                        v = -v
-                    vals[col, n] = v
+            else:
+                end, v, exact = _number(buf, p, pow10)
+                if end < 0:
+                    return -1
+                if exact:
+                    vals[code - 2, n] = v
                 else:
                     slow[n_slow, 0] = n
-                    slow[n_slow, 1] = col
-                    slow[n_slow, 2] = start
-                    slow[n_slow, 3] = p
+                    slow[n_slow, 1] = code - 2
+                    slow[n_slow, 2] = p
+                    slow[n_slow, 3] = end
                     n_slow += 1
+                p = end
             p = _skip_ws(buf, p)
             if p >= n_buf:
-                return fail
+                return -1
             if buf[p] == 44:
                 p = _skip_ws(buf, p + 1)
                 continue
             if buf[p] == 125:
                 break
-            return fail
-        if (seen & 0b10111) != 0b10111:  # src, dst, bandwidth_gbps, latency_ms required
-            return fail
+            return -1
+        if (seen & 0b10111) != 0b10111:  # src, dst, bandwidth_gbps, latency_ms are required
+            return -1
         n += 1
         p = _skip_ws(buf, p + 1)
         if p >= n_buf:
-            return fail
+            return -1
         if buf[p] == 44:
             p = _skip_ws(buf, p + 1)
             continue
         if buf[p] == 93:
-            return (0, n, p, src, dst, vals, slow[:n_slow])
-        return fail
+            out[0] = p
+            out[1] = n_slow
+            return n
+        return -1
 
 
 def _fnv(data: bytes) -> int:
@@ -1235,18 +1241,21 @@ def split_links(raw: bytes, progress: Any = None) -> tuple[dict[str, Any], Any] 
     """Read the ``links`` array of a big instance file straight into columns.
 
     Returns ``(the instance dict with "links": [], LinkArrays)``, or None where the
-    file is not in the form this reader knows; then the JSON parser reads it.
+    file is not in the form this reader knows (then the JSON parser reads it): one
+    top-level ``"links"`` array of flat objects with link keys only, ``src``/``dst``
+    strings without escapes naming GPUs of the file, and JSON numbers.
     """
     from geoplan.model.network import LinkArrays
 
-    if raw.count(b'"links"') != 1:
-        return None
     m = _LINKS_OPEN.search(raw)
     if m is None:
         return None
     begin = m.end()
     stop = raw.find(b"]", begin)
     if stop < 0:
+        return None
+    # Exactly one "links" outside the array (inside it the scanner admits link keys only).
+    if raw.count(b'"links"', 0, begin) + raw.count(b'"links"', stop) != 1:
         return None
     try:
         data = json.loads((raw[:begin] + raw[stop:]).decode("utf-8-sig"))
@@ -1260,7 +1269,7 @@ def split_links(raw: bytes, progress: Any = None) -> tuple[dict[str, Any], Any] 
     ids = [g.get("id") if isinstance(g, dict) else None for g in gpus]
     if not all(isinstance(i, str) and i for i in ids) or len(set(ids)) != len(ids):
         return None
-    cap = raw.count(b"{", begin, stop)
+    cap = max(raw.count(b"{", begin, stop), 1)
     if progress is not None:
         progress(cap)
     encoded = [i.encode() for i in ids]
@@ -1268,17 +1277,20 @@ def split_links(raw: bytes, progress: Any = None) -> tuple[dict[str, Any], Any] 
     order = np.argsort(hashes, kind="stable")
     id_bytes, id_start, id_len = _concat(encoded)
     keys, key_start, key_len = _concat([k.encode() for k in LINK_KEYS])
-    status, n, end, src, dst, vals, slow = _scan_links(
-        np.frombuffer(raw, np.uint8), begin, keys, key_start, key_len, hashes[order],
-        order.astype(np.int64), id_bytes, id_start, id_len, max(cap, 1), _POW10,
-    )
-    if status != _SCAN_OK or end != stop:
+    src = np.full(cap, -1, dtype=np.int64)
+    dst = np.full(cap, -1, dtype=np.int64)
+    vals = np.ones((3, cap))  # bandwidth_gbps, util, latency_ms (LINK_KEYS[2:])
+    slow = np.zeros((3 * cap, 4), dtype=np.int64)
+    out = np.zeros(2, dtype=np.int64)
+    n = _scan_links(np.frombuffer(raw, np.uint8), begin, keys, key_start, key_len,
+                    hashes[order], order.astype(np.int64), id_bytes, id_start, id_len, _POW10,
+                    src, dst, vals, slow, out)
+    if n < 0 or out[0] != stop:
         return None
-    for link, col, a, b in slow.tolist():
+    for link, row, a, b in slow[: out[1]].tolist():
         tok = raw[a:b]
         try:
-            plain = not any(c in tok for c in b".eE")
-            vals[col, link] = float(int(tok)) if plain else float(tok)
+            vals[row, link] = float(int(tok)) if tok.isdigit() or tok[1:].isdigit() else float(tok)
         except (ValueError, OverflowError):
             return None
     return data, LinkArrays(src[:n], dst[:n], vals[0, :n], vals[2, :n], vals[1, :n])

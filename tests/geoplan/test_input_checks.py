@@ -385,3 +385,20 @@ def test_network_shorthand_is_expanded_as_columns() -> None:
         canonical = Instance.from_dict({**copy.deepcopy(base), "links": dicts + links})
         assert inst.to_dict() == canonical.to_dict()
         assert len(inst.links) == 30
+
+
+def test_scanner_and_json_agree_on_repeated_and_odd_links_keys(scanner_on: None,
+                                                                tmp_path: Path) -> None:
+    text = json.dumps(hand3())
+    cases = [
+        text[:-1] + ', "links": []}',  # a repeated key: JSON keeps the last one
+        text.replace('"id": "a"', '"id": "links"').replace('"src": "a"', '"src": "links"')
+        .replace('"dst": "a"', '"dst": "links"'),  # a GPU called "links"
+        text.replace('"name": "hand3"', '"name": "\\"links\\": ["'),  # in a string
+    ]
+    for case in cases:
+        plain, fast = both_ways(tmp_path, case)
+        if isinstance(plain, str):
+            assert fast == plain
+        else:
+            assert fast.to_dict() == plain.to_dict()
