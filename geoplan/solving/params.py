@@ -108,7 +108,7 @@ class SolverParams:
         _check_all(self, "params")
 
     @classmethod
-    def parse(cls: type[P], raw: Mapping[str, Any] | P | None = None, *,
+    def parse(cls: type[P], raw: Mapping[str, Any] | SolverParams | None = None, *,
               where: str = "params", base: P | None = None) -> P:
         """:func:`parse_params` for this class."""
         return parse_params(cls, raw, where=where, base=base)
@@ -198,11 +198,11 @@ def normalise_params(cls: type[SolverParams], raw: Mapping[str, Any] | None, *,
     return out
 
 
-def parse_params(cls: type[P], raw: Mapping[str, Any] | P | None = None, *,
+def parse_params(cls: type[P], raw: Mapping[str, Any] | SolverParams | None = None, *,
                  where: str = "params", base: P | None = None) -> P:
     """Build ``cls`` from ``raw`` (see the module docstring); ``base`` supplies defaults.
 
-    A ``cls`` instance is returned as it is.
+    A ``cls`` instance is returned as it is; another solver's parameters are an error.
     """
     if isinstance(raw, cls):
         return raw

@@ -384,7 +384,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     if isinstance(raw, MemeticParams):  # parsed by geoplan.solving.core.solve
         params = replace(raw, time_limit=options.time_limit)
     else:
-        params = MemeticParams.from_mapping(raw, MemeticParams(time_limit=options.time_limit))
+        params = MemeticParams.parse(raw, base=MemeticParams(time_limit=options.time_limit))
     res = run_memetic(
         instance,
         options.seed,
