@@ -26,7 +26,9 @@ from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
 from geoplan.solving.params import SolverParams
 from geoplan.solving.registry import (
-    _REGISTRY,
+    _REGISTRY as _REGISTRY,  # re-exported: tests add a solver for one test (monkeypatch)
+)
+from geoplan.solving.registry import (
     SolverSpec,
     SolverUnavailable,
     available_solvers,
@@ -47,8 +49,6 @@ __all__ = [
     "solve",
     "solver_names",
 ]
-
-_ = _REGISTRY  # re-exported: tests register solvers for one test with monkeypatch.setitem
 
 
 class Callbacks:
