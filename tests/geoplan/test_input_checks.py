@@ -3,6 +3,7 @@ text encodings, the optional training fields, and the big-file links reader."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import random
@@ -402,3 +403,45 @@ def test_scanner_and_json_agree_on_repeated_and_odd_links_keys(scanner_on: None,
             assert fast == plain
         else:
             assert fast.to_dict() == plain.to_dict()
+
+
+JUNK: list[Any] = [None, [], {}, "x", "", -1, 0, 1e308, float("nan"), True, [1], {"a": 1},
+                   10**30, 0.5, 3, "A30", [["a"]]]
+
+
+def _leaves(node: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [path] if path else []
+    if isinstance(node, dict):
+        for k, v in node.items():
+            out += _leaves(v, (*path, k))
+    elif isinstance(node, list):
+        for k, v in enumerate(node):
+            out += _leaves(v, (*path, k))
+    return out
+
+
+@pytest.mark.parametrize("scanner", [False, True])
+def test_mutated_instances_load_or_raise_input_error(monkeypatch: pytest.MonkeyPatch,
+                                                     tmp_path: Path, scanner: bool) -> None:
+    """Every junk value at every place: an Instance or an InputError, never another error."""
+    if scanner:
+        monkeypatch.setattr(instance_mod, "FAST_LINKS_MIN_BYTES", 0)
+    rng = random.Random(13)
+    base = hand3()
+    base["network"] = None
+    paths = _leaves(base)
+    f = tmp_path / "m.json"
+    for _ in range(400):
+        d = copy.deepcopy(base)
+        for _ in range(rng.randint(1, 2)):
+            path = rng.choice(paths)
+            node: Any = d
+            try:
+                for key in path[:-1]:
+                    node = node[key]
+                node[path[-1]] = copy.deepcopy(rng.choice(JUNK))
+            except (KeyError, IndexError, TypeError):
+                pass
+        f.write_text(json.dumps(d))
+        with contextlib.suppress(InputError):
+            load_instance(f)
