@@ -1,8 +1,12 @@
 """The ``geoplan`` command line (formats.md is its contract).
 
-Exit status: 0 success; 1 ``validate`` found violations, or a solver could not
-run; 2 invalid input (one message naming the field, no traceback); 3 a
-formulation error (an exact model disagreeing with the evaluator: a bug).
+Exit status: 0 success (for ``solve``: the solver ran, whatever its status; with
+no plan, ``--out`` is not written and stderr says so); 1 ``validate`` found
+violations, or a solver could not run (such as a missing backend: the message
+says what to install); 2 invalid input (one message naming the field, no
+traceback), among them unknown or ill-typed ``--param`` keys and output paths
+that cannot be written, checked before any work; 3 a formulation error (an exact
+model disagreeing with the evaluator: a bug).
 """
 
 from __future__ import annotations
