@@ -304,5 +304,7 @@ def _merge_columnar(gpus: list[Any], generated: LinkArrays, explicit: list[Any])
         ]
         if given:
             keep = ~np.isin(generated.src * n + generated.dst, np.array(given, dtype=np.int64))
-            generated = LinkArrays(*(a[keep] for a in generated[:5]))
+            g = generated
+            generated = LinkArrays(g.src[keep], g.dst[keep], g.bandwidth_gbps[keep],
+                                   g.latency_ms[keep], g.util[keep])
     return generated._replace(explicit=list(explicit))

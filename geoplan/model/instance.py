@@ -649,14 +649,12 @@ def _columns_fast(raw: list[Any], index: Mapping[str, int]) -> tuple[np.ndarray,
         dst = np.fromiter((index[e["dst"]] for e in raw), dtype=np.int64, count=len(raw))
     except (KeyError, TypeError):
         return None
-    cols = [
-        _numeric_column([e["bandwidth_gbps"] for e in raw]),
-        _numeric_column([e["latency_ms"] for e in raw]),
-        _numeric_column([e.get("util", 1.0) for e in raw]),
-    ]
-    if any(c is None for c in cols):
+    bw = _numeric_column([e["bandwidth_gbps"] for e in raw])
+    lat = _numeric_column([e["latency_ms"] for e in raw])
+    util = _numeric_column([e.get("util", 1.0) for e in raw])
+    if bw is None or lat is None or util is None:
         return None
-    return (src, dst, *cols)  # type: ignore[return-value]
+    return src, dst, bw, lat, util
 
 
 def _parse_links(raw: Any, ids: Sequence[str]) -> LinkTable:
@@ -751,7 +749,7 @@ class Instance:
             if links.ids != ids:
                 remap = np.array([seen.get(i, -1) for i in links.ids] or [0], dtype=np.int64)
                 for key, col in (("src", links.src), ("dst", links.dst)):
-                    bad = np.flatnonzero(remap[col] < 0) if len(col) else []
+                    bad = np.flatnonzero(remap[col] < 0)
                     if len(bad):
                         k = int(bad[0])
                         raise InputError(f"links[{k}].{key}", links.ids[col[k]], "unknown GPU id")
@@ -1270,10 +1268,10 @@ def split_links(raw: bytes, progress: Any = None) -> tuple[dict[str, Any], Any] 
     ids = [g.get("id") if isinstance(g, dict) else None for g in gpus]
     if not all(isinstance(i, str) and i for i in ids) or len(set(ids)) != len(ids):
         return None
+    encoded = [str(i).encode() for i in ids]
     cap = max(raw.count(b"{", begin, stop), 1)
     if progress is not None:
         progress(cap)
-    encoded = [i.encode() for i in ids]
     hashes = np.array([_fnv(x) for x in encoded], dtype=np.uint64)
     order = np.argsort(hashes, kind="stable")
     id_bytes, id_start, id_len = _concat(encoded)
