@@ -350,3 +350,12 @@ def test_subset_keeps_columns_and_rechecks() -> None:
     assert sub.link_table.src.tolist() == [0, 1] and sub.link_table.dst.tolist() == [1, 0]
     assert sub.eff_bandwidth_gbps.tolist() == [[0.0, 8.0], [16.0, 0.0]]
     assert np.isnan(sub.latency_ms[0, 0]) and sub.latency_ms[1, 0] == 4.0
+
+
+def test_instances_pickle_and_copy_with_their_link_columns() -> None:
+    import pickle
+
+    inst = Instance.from_dict(raw("hand3.json"))
+    for other in (pickle.loads(pickle.dumps(inst)), copy.deepcopy(inst)):
+        assert other.to_dict() == inst.to_dict()
+        assert other.has_link.tolist() == inst.has_link.tolist()
