@@ -695,6 +695,9 @@ def _parse_links(raw: Any, ids: Sequence[str]) -> LinkTable:
         table = LinkTable.from_links(ids, links)
     if generated is None:
         return table
+    if not len(table):
+        return LinkTable(ids, generated.src, generated.dst, generated.bandwidth_gbps,
+                         generated.latency_ms, generated.util)
     return LinkTable(
         ids,
         np.concatenate([generated.src, table.src]),
@@ -1370,10 +1373,11 @@ def load_instance(path: str | Path) -> Instance:
     layout it steps aside and the ordinary JSON parser runs (same result, slower).
     """
     raw = _read_bytes(path, "instance")
-    text = _decode(raw, path, "instance")
     if len(raw) >= FAST_LINKS_MIN_BYTES:
+        # The scanner admits only ASCII structure and the GPU ids (decoded with the
+        # rest of the file), so an accepted file is valid UTF-8: no need to decode it all.
         found = split_links(raw, progress=_progress)
         if found is not None:
             data, arrays = found
             return Instance.from_dict({**data, "links": arrays})
-    return Instance.from_dict(_parse_json(text, path, "instance"))
+    return Instance.from_dict(_parse_json(_decode(raw, path, "instance"), path, "instance"))
