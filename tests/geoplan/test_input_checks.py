@@ -445,3 +445,16 @@ def test_mutated_instances_load_or_raise_input_error(monkeypatch: pytest.MonkeyP
         f.write_text(json.dumps(d))
         with contextlib.suppress(InputError):
             load_instance(f)
+
+
+@pytest.mark.parametrize("where", ["name", "link"])
+def test_scanner_path_still_refuses_latin1(scanner_on: None, tmp_path: Path, where: str) -> None:
+    text = json.dumps(hand3())
+    if where == "name":
+        text = text.replace('"hand3"', '"h\u00e9"')
+    else:
+        text = text.replace('"src": "a"', '"src": "\u00e9"', 1)
+    f = tmp_path / "l1.json"
+    f.write_bytes(text.encode("latin-1"))
+    with pytest.raises(InputError, match="not UTF-8 text"):
+        load_instance(f)
