@@ -996,8 +996,39 @@ class Instance:
         """A short stable hash of the canonical content (for result rows)."""
         import hashlib
 
-        blob = json.dumps(self.to_dict(), sort_keys=True).encode()
-        return hashlib.sha256(blob).hexdigest()[:16]
+        d = self.to_dict_without_links()
+        d["links"] = []
+        text = json.dumps(d, sort_keys=True)
+        # The same text as json.dumps(self.to_dict(), sort_keys=True), with the links
+        # written straight from the columns (9 s -> about 2 s for 4 million links).
+        # "gpus" sorts before "links" and holds no such key, so the first match is it.
+        at = text.index('"links": []') + len('"links": [')
+        h = hashlib.sha256(text[:at].encode())
+        t = self.link_table
+        name = [json.dumps(g) for g in t.ids]
+        step = 1 << 16
+        for a in range(0, len(t), step):
+            b = min(a + step, len(t))
+            h.update(("" if a == 0 else ", ").encode())
+            h.update(", ".join(
+                f'{{"bandwidth_gbps": {bw!r}, "dst": {name[d_]}, "latency_ms": {lat!r}, '
+                f'"src": {name[s_]}, "util": {u!r}}}'
+                for s_, d_, bw, lat, u in zip(
+                    t.src[a:b].tolist(), t.dst[a:b].tolist(), t.bandwidth_gbps[a:b].tolist(),
+                    t.latency_ms[a:b].tolist(), t.util[a:b].tolist(), strict=True)
+            ).encode())
+        h.update(text[at:].encode())
+        return h.hexdigest()[:16]
+
+    def to_dict_without_links(self) -> dict[str, Any]:
+        """:meth:`to_dict` except ``links`` (cheap for instances with millions of links)."""
+        return {
+            "name": self.name,
+            "gpus": [g.to_dict() for g in self.gpus],
+            "model": self.model.to_dict(),
+            "training": self.training.to_dict(),
+            "objective": self.objective.to_dict(),
+        }
 
 
 # --------------------------------------------------------------------------- big files

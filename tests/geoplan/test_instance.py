@@ -359,3 +359,24 @@ def test_instances_pickle_and_copy_with_their_link_columns() -> None:
     for other in (pickle.loads(pickle.dumps(inst)), copy.deepcopy(inst)):
         assert other.to_dict() == inst.to_dict()
         assert other.has_link.tolist() == inst.has_link.tolist()
+
+
+def test_fingerprint_is_the_hash_of_the_canonical_json() -> None:
+    import hashlib
+
+    def direct(inst: Instance) -> str:
+        return hashlib.sha256(json.dumps(inst.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+
+    rng = random.Random(3)
+    for k in range(30):
+        d = ref.random_instance(rng)
+        if k % 3 == 0:  # ids that JSON must escape
+            new = {g["id"]: f'g"{j}\\é' for j, g in enumerate(d["gpus"])}
+            for g in d["gpus"]:
+                g["id"] = new[g["id"]]
+            for e in d["links"]:
+                e["src"], e["dst"] = new[e["src"]], new[e["dst"]]
+        if k % 4 == 0:
+            d["links"] = []
+        inst = Instance.from_dict(d)
+        assert inst.fingerprint == direct(inst)
