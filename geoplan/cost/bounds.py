@@ -67,7 +67,7 @@ __all__ = [
 #: Relative margin taken off every float lower bound (see the module docstring).
 FLOAT_MARGIN = 1e-12
 #: Relative width at which the float bisection of the bottleneck bound stops.
-_FLOAT_BISECT_TOL = 1e-10
+_FLOAT_BISECT_TOL = 1e-8
 
 _NEG = -(2**62)
 
@@ -107,35 +107,48 @@ def _room(t, cost, cc, cap, o):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _best_fill(t, q, cc, roles, caps, member, k_need, o):  # pragma: no cover - compiled
+def _best_fill(t, q, cc, roles, caps, member, k_need, o, enough):  # pragma: no cover - compiled
     """Most layers Q stages can hold within bottleneck t (a knapsack over GPUs and roles).
 
     ``roles[i, r]`` is the least link time GPU i pays in role r (< 0: impossible):
     r = 0, 1, 2 a middle stage with 0, 1, 2 cross-cluster links, r = 3, 4 an end
     stage with 0, 1. A plan has exactly two end stages and at least ``k_need``
     cross-cluster link charges; only GPUs with ``member[i]`` take part; each
-    GPU takes at most one role.
+    GPU takes at most one role. Returns early, with a value >= ``enough``, once
+    the fill reaches ``enough`` (more GPUs only add to it).
     """
     cross = (0, 1, 2, 0, 1)
     ends = (0, 0, 0, 1, 1)
     best = np.full((q + 1, k_need + 1, 3), _NEG, np.int64)
     best[0, 0, 0] = 0
+    rooms = np.zeros(5, np.int64)
+    seen = 0
     for i in range(cc.shape[0]):
         if not member[i]:
             continue
-        new = best.copy()
+        any_room = False
         for r in range(5):
-            room = _room(t, roles[i, r], cc[i], caps[i], o)
-            if room < 1:
-                continue
-            for c in range(1, q + 1):
+            rooms[r] = _room(t, roles[i, r], cc[i], caps[i], o)
+            if rooms[r] >= 1:
+                any_room = True
+        if not any_room:
+            continue
+        seen += 1
+        # 0/1 knapsack in place: rows in descending order read row c - 1 before
+        # this GPU has touched it, so each GPU takes at most one role.
+        for c in range(min(q, seen), 0, -1):
+            for r in range(5):
+                room = rooms[r]
+                if room < 1:
+                    continue
                 for j in range(k_need + 1):
                     jj = min(j + cross[r], k_need)
                     for e in range(3 - ends[r]):
                         b = best[c - 1, j, e]
-                        if b != _NEG and b + room > new[c, jj, e + ends[r]]:
-                            new[c, jj, e + ends[r]] = b + room
-        best = new
+                        if b != _NEG and b + room > best[c, jj, e + ends[r]]:
+                            best[c, jj, e + ends[r]] = b + room
+        if best[q, k_need, 2] >= enough:
+            return best[q, k_need, 2]
     return best[q, k_need, 2]
 
 
@@ -160,9 +173,9 @@ def _fits(t, q, L, cc, roles, cluster, n_clusters, caps, last1, member, k_need, 
         inner[:, 2] = -1
         inner[:, 4] = -1
         for c in range(n_clusters):
-            if _best_fill(t, q, cc, inner, caps, member & (cluster == c), 0, o) >= L:
+            if _best_fill(t, q, cc, inner, caps, member & (cluster == c), 0, o, L) >= L:
                 return True
-    return multi_ok and _best_fill(t, q, cc, roles, caps, member, k_need, o) >= L
+    return multi_ok and _best_fill(t, q, cc, roles, caps, member, k_need, o, L) >= L
 
 
 @njit(cache=True)
