@@ -1,9 +1,12 @@
 """The planning instance: GPUs, directed links, model, training and objective.
 
-An :class:`Instance` is immutable and checks itself when built; every solver,
-the evaluators and the validator read the same precomputed
-:class:`Coefficients` (per-layer compute time, link times, memory terms), so the
-formulas of ``cost-model.md`` are written down exactly once, here.
+An :class:`Instance` is immutable and checks itself when built, however it is
+built (its records check themselves too; the sanity ranges are :class:`Bound`
+tables documented in docs/formats.md); every solver, the evaluators and the
+validator read the same precomputed :class:`Coefficients` (per-layer compute time,
+link times, memory terms). Links are held as columns (:class:`LinkTable`), and big
+files are read by a byte scanner (:func:`split_links`), so that millions of links
+load in seconds.
 """
 
 from __future__ import annotations
