@@ -67,7 +67,7 @@ __all__ = [
 #: Relative margin taken off every float lower bound (see the module docstring).
 FLOAT_MARGIN = 1e-12
 #: Relative width at which the float bisection of the bottleneck bound stops.
-_FLOAT_BISECT_TOL = 1e-8
+_FLOAT_BISECT_TOL = 1e-10
 
 _NEG = -(2**62)
 
