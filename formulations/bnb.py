@@ -635,17 +635,17 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         leaves = sum(int(w.stats[1]) for w in searches)
         expanded = sum(int(w.stats[2]) for w in searches)
         inc_value = pool.inc
-        plan = None if pool.plan is None else Plan.from_indices(instance, *pool.plan)
+        best = None if pool.plan is None else Plan.from_indices(instance, *pool.plan)
     done = status_code == _DONE and not timed_out
     if n_threads == 1:
         lb = search.lower_bound(done)
         nodes, leaves, expanded = (int(x) for x in search.stats)
         inc_value = search.incumbent
-        plan = search.incumbent_plan(instance)
+        best = search.incumbent_plan(instance)
     info.update(nodes=nodes, leaves_priced=leaves, nodes_expanded=expanded, completed=done,
                 threads_used=n_threads)
     lower = None if not lb < _INF else lb
-    if plan is None:
+    if best is None:
         if done:
             return Outcome(None, "infeasible", trace=trace, info=info,
                            message=_infeasible_reason(sp))
@@ -663,7 +663,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
                "gap not closed")
     elif not proven:
         msg = f"relative gap target {options.gap:g} reached"
-    return Outcome(plan, status, lower_bound=min(lb, inc), model_objective=inc, trace=trace,
+    return Outcome(best, status, lower_bound=min(lb, inc), model_objective=inc, trace=trace,
                    info=info, message=msg)
 
 

@@ -111,7 +111,7 @@ class Scaling:
         }
 
 
-def _rel_error(values: Sequence[float], scale: float) -> float:
+def _rel_error(values: Sequence[float] | np.ndarray, scale: float) -> float:
     """Largest relative error of rounding ``scale * v`` to an integer (v > 0 only)."""
     v = np.asarray([x for x in values if x > 0], dtype=float) * scale
     if v.size == 0:
@@ -556,7 +556,7 @@ def build_model(
     arcs = {(i, j): md.new_bool_var(f"a{i}_{j}") for (i, j) in pairs}
 
     # The pipeline: one circuit through the depot (node 0); skipped GPUs take a self-loop.
-    circuit = [(0, i + 1, first[i]) for i in range(nn)]
+    circuit: list[tuple[int, int, Any]] = [(0, i + 1, first[i]) for i in range(nn)]
     circuit += [(i + 1, 0, lastv[i]) for i in range(nn)]
     circuit += [(i + 1, i + 1, ~x[i]) for i in range(nn)]
     circuit += [(i + 1, j + 1, a) for (i, j), a in arcs.items()]

@@ -10,6 +10,7 @@ gap between them. Which exact model runs is ``params["exact"]`` (default:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
@@ -110,7 +111,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     if not candidates:
         status = "infeasible" if ex.status == "infeasible" else "no_solution"
         return Outcome(None, status, trace=trace, info=info, message=ex.message or ma.message)
-    best = min(candidates, key=lambda r: r.objective)
+    best = min(candidates, key=lambda r: math.inf if r.objective is None else r.objective)
     status = "optimal" if ex.status == "optimal" else "feasible"
     return Outcome(best.plan, status, lower_bound=ex.lower_bound, trace=trace, info=info)
 

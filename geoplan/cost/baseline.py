@@ -42,7 +42,7 @@ __all__ = [
 
 
 def proportional_split(
-    weights: Sequence[float], layers: int, caps: Sequence[int] | None = None
+    weights: Sequence[float] | np.ndarray, layers: int, caps: Sequence[int] | None = None
 ) -> list[int] | None:
     """Layer counts proportional to ``weights`` (>= 1 each), repaired to ``caps``.
 

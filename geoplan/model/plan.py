@@ -50,8 +50,8 @@ class Plan:
     def from_indices(
         cls,
         instance: Instance,
-        gpus: Sequence[int],
-        layers: Sequence[int],
+        gpus: Sequence[int] | np.ndarray,
+        layers: Sequence[int] | np.ndarray,
         micro_batch_size: int | None = None,
     ) -> Plan:
         """From GPU indices and layer counts (as exact models produce them)."""

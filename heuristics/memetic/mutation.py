@@ -93,7 +93,7 @@ def draw_mutations(rng: np.random.Generator, S: StageForm, n_gpus: int) -> Mutat
     Every row consumes the same random numbers whatever its operator, so the
     stream depends only on the batch size and N.
     """
-    K = S.q.shape[0]
+    K = int(S.q.shape[0])
     q = S.q
     op = rng.integers(0, 3, size=K)
     u1 = rng.random(K)
