@@ -47,7 +47,7 @@ from geoplan.model.plan import Plan
 from geoplan.solving.core import SolveOptions
 from geoplan.solving.params import SolverParams, param
 from geoplan.solving.registry import SolverSpec
-from geoplan.solving.result import Outcome, TraceRow
+from geoplan.solving.result import Outcome, Status, TraceRow
 
 __all__ = ["SPEC", "BnbParams", "dominance", "solve", "symmetry_classes"]
 
@@ -654,7 +654,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
                        f"after {nodes} nodes without a feasible plan")
     inc = inc_value
     proven = done and lb >= inc * (1 - 1e-12)
-    status = "optimal" if proven else "feasible"
+    status: Status = "optimal" if proven else "feasible"
     trace.append(TraceRow(now(), inc, lb))
     cb.on_improvement(now(), inc, lb)
     msg = None

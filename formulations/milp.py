@@ -38,7 +38,7 @@ from geoplan.model.plan import Plan
 from geoplan.solving.core import SolveOptions
 from geoplan.solving.params import SolverParams, param
 from geoplan.solving.registry import SolverSpec
-from geoplan.solving.result import Outcome, TraceRow
+from geoplan.solving.result import Outcome, Status, TraceRow
 
 __all__ = [
     "SPEC",
@@ -1013,7 +1013,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         info["highs"]["polished_objective"] = None if polished is None else polished[0]
         session.load(values)
         plan = read_plan(model)
-        status = "optimal" if run.status == "optimal" else "feasible"
+        status: Status = "optimal" if run.status == "optimal" else "feasible"
         return Outcome(
             plan,
             status,

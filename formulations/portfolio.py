@@ -20,7 +20,7 @@ from geoplan.solving.core import SolveOptions, get_solver
 from geoplan.solving.core import solve as run
 from geoplan.solving.params import SolverParams, param
 from geoplan.solving.registry import SolverSpec
-from geoplan.solving.result import Outcome, TraceRow
+from geoplan.solving.result import Outcome, Status, TraceRow
 
 __all__ = ["SPEC", "PortfolioParams", "default_exact", "solve"]
 
@@ -109,10 +109,10 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     if options.warm_start:
         info["warm_start_accepted"] = ma.info.get("warm_start", {}).get("accepted", False)
     if not candidates:
-        status = "infeasible" if ex.status == "infeasible" else "no_solution"
-        return Outcome(None, status, trace=trace, info=info, message=ex.message or ma.message)
+        none: Status = "infeasible" if ex.status == "infeasible" else "no_solution"
+        return Outcome(None, none, trace=trace, info=info, message=ex.message or ma.message)
     best = min(candidates, key=lambda r: math.inf if r.objective is None else r.objective)
-    status = "optimal" if ex.status == "optimal" else "feasible"
+    status: Status = "optimal" if ex.status == "optimal" else "feasible"
     return Outcome(best.plan, status, lower_bound=ex.lower_bound, trace=trace, info=info)
 
 

@@ -8,14 +8,14 @@ raised. Unknown GPU ids are invalid input and raise
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
 
-__all__ = ["Violation", "validate"]
+__all__ = ["KINDS", "Violation", "ViolationKind", "validate"]
 
-KINDS = (
+ViolationKind = Literal[
     "layer_sum",
     "empty_stage",
     "repeated_gpu",
@@ -23,7 +23,8 @@ KINDS = (
     "missing_link",
     "memory",
     "micro_batch",
-)
+]
+KINDS: tuple[ViolationKind, ...] = get_args(ViolationKind)
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class Violation:
     it applies; ``amount`` how far over (GB for memory, layers for layer_sum).
     """
 
-    kind: str
+    kind: ViolationKind
     message: str
     stage: int | None = None
     gpu: str | None = None

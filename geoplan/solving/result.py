@@ -15,13 +15,14 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from geoplan.model.plan import Plan
 
-__all__ = ["STATUSES", "Outcome", "SolveResult", "TraceRow"]
+__all__ = ["STATUSES", "Outcome", "SolveResult", "Status", "TraceRow"]
 
-STATUSES = ("optimal", "feasible", "infeasible", "no_solution")
+Status = Literal["optimal", "feasible", "infeasible", "no_solution"]
+STATUSES: tuple[Status, ...] = get_args(Status)
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class Outcome:
     """
 
     plan: Plan | None
-    status: str
+    status: Status
     lower_bound: float | None = None
     model_objective: float | None = None
     model_tolerance: float = 1e-6
@@ -65,7 +66,7 @@ class SolveResult:
     """The result of one solver run, serialisable to the JSON of formats.md."""
 
     solver: str
-    status: str
+    status: Status
     plan: Plan | None
     objective: float | None
     t_iter_ms: float | None
