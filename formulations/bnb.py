@@ -587,7 +587,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
 
     # Initial incumbents: warm starts (as given, and re-split) and the baseline order.
     if options.warm_start:
-        accepted = False
+        accepted = resplit = False
         for plan in options.warm_start:
             try:
                 idx = plan.gpu_indices(instance)
@@ -595,16 +595,18 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
                 continue
             if plan.micro_batch_size not in (None, instance.training.micro_batch_size):
                 continue
-            obj, _, _ = sp.price(idx, list(plan.layer_counts))
-            if obj < _INF:
+            unique = len(set(idx)) == len(idx)  # a GPU used twice is no plan
+            obj = sp.price(idx, list(plan.layer_counts))[0] if unique else _INF
+            if obj < _INF:  # accepted: feasible as given, and the first incumbent
                 accepted = True
                 search.offer(idx, list(plan.layer_counts), obj)
-            if len(set(idx)) == len(idx) and len(idx) <= sp.qmax:
+            if unique and len(idx) <= sp.qmax:
                 r = sp.split(idx)
-                if r is not None:
-                    accepted = True
+                if r is not None:  # its GPU order, split optimally (not "accepted" alone)
+                    resplit = True
                     search.offer(list(r.gpus), list(r.counts), r.objective)
         info["warm_start_accepted"] = accepted
+        info["warm_start_resplit"] = resplit
     if params.baseline_incumbent:
         from geoplan.cost.baseline import metis_default_plan
 

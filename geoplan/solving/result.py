@@ -100,6 +100,8 @@ class SolveResult:
             "lower_bound": _num(self.lower_bound),
             "gap": _num(self.gap),
             "wall_s": round(self.wall_s, 6),
+            # Seconds spent compiling/loading kernels before the budget (not in wall_s).
+            "warmup_s": _num(self.info.get("warmup_s")),
             "t_ref_ms": self.t_ref_ms,
             "e_ref_j": self.e_ref_j,
             "lambda": self.lam,
@@ -165,4 +167,8 @@ class SolveResult:
         if self.gap is not None:
             parts.append(f"gap {100 * self.gap:.3f}%")
         parts.append(f"{self.wall_s:.2f} s")
+        warm = self.info.get("warmup_s")
+        if isinstance(warm, int | float) and warm > 0:
+            parts.append(f"warm-up {warm:.1f} s (numba kernels compiled or loaded, not "
+                         "charged to the budget)")
         return ", ".join(parts)
