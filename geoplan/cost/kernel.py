@@ -46,7 +46,7 @@ MEMORY = 3  # a stage exceeds its GPU's effective memory
 
 # register_jitable: plain Python when called from Python (the scalar evaluator
 # needs no compilation), compiled inline into every numba kernel that calls it.
-_leaf = register_jitable
+_leaf = register_jitable(inline="always")
 
 
 @_leaf
@@ -130,11 +130,9 @@ def price_stages(gpus, counts, q, comp_ms, comm_ms, overhead_ms, idle_w, dyn_w, 
             max_tau = tau
         idle += idle_w[g]
         dyn_ms_w += dyn_w[g] * comp
-        if status == FEASIBLE:
-            if counts[s] < 1:
-                status = INVALID
-            elif stage_bytes(counts[s], per, s == q - 1, mem_last) > mem_cap[g]:
-                status = MEMORY
+        mem = stage_bytes(counts[s], per, s == q - 1, mem_last)
+        if (mem > mem_cap[g] or counts[s] < 1) and status == FEASIBLE:
+            status = INVALID if counts[s] < 1 else MEMORY
     t_iter = iteration_time(sum_tau, max_tau, micro_batches)
     e_iter = iteration_energy(t_iter, idle, micro_batches, dyn_ms_w)
     if not np.isfinite(sum_tau) and status != INVALID:
