@@ -40,7 +40,7 @@ from numba import njit
 
 from geoplan.cost import bounds
 from geoplan.cost.dominance import Dominance, dominance_of
-from geoplan.cost.kernel import price_stages
+from geoplan.cost.kernel import price_stages_compiled
 from geoplan.cost.split import Splitter, link_floors, prefix_bound, split_sequence
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
@@ -211,9 +211,9 @@ def _dfs(lvl, path, used, domcnt, succ, prev_cls, forced, lf, cand, cbound, nch,
                                  caplast, mb, a, b, fs, js)
             if val < inc[0]:
                 counts = js[4]
-                _s, _t, _e, obj = price_stages(path, counts, p, comp, comm, overhead, idle_w,
-                                               dyn_w, mem_w, mem_a, mem_last, mem_cap, mb, mode,
-                                               lam, t_ref, e_ref)
+                _s, _t, _e, obj = price_stages_compiled(path, counts, p, comp, comm, overhead,
+                                                        idle_w, dyn_w, mem_w, mem_a, mem_last,
+                                                        mem_cap, mb, mode, lam, t_ref, e_ref)
                 if obj < inc[0]:
                     inc[0] = obj
                     inc_q[0] = p
@@ -621,6 +621,17 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
 
     floor = root_bound(sp, bounds.clusters(instance))
     info["root_bound"] = floor
+    if options.remaining() <= 0 and search.incumbent < _INF:
+        # No time left to expand the root (a large pool, or an interrupt): the incumbent,
+        # with the root bound (valid for every plan), as at a time-out.
+        inc = search.incumbent
+        lb0 = min(floor, inc)
+        info.update(nodes=0, leaves_priced=0, nodes_expanded=0, completed=False)
+        trace.append(TraceRow(now(), inc, lb0))
+        cb.on_improvement(now(), inc, lb0)
+        return Outcome(search.incumbent_plan(instance), "feasible", lower_bound=lb0,
+                       model_objective=inc, trace=trace, info=info,
+                       message="stopped at the time limit before the root was expanded")
     search.root(floor)
     hand_over = params.parallel_after if options.threads > 1 else _INF
     status_code, timed_out = _sequential(search, options, node_limit, trace, t0, hand_over)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
-from geoplan.cost.kernel import FEASIBLE, INVALID, MEMORY, NO_LINK, price_stages
+from geoplan.cost.kernel import FEASIBLE, INVALID, MEMORY, NO_LINK, price_stages_compiled
 from geoplan.cost.normalise import resolve_normalisers
 from geoplan.cost.weights import ObjectiveWeights
 from geoplan.errors import InputError
@@ -34,9 +34,9 @@ __all__ = [
 @njit(cache=True, inline="always")
 def _price(gpus, counts, q, comp, comm, overhead, idle_w, dyn_w, mem_w, mem_a, mem_last, mem_cap,
            mb, mode, lam, t_ref, e_ref, out, row):  # pragma: no cover - compiled
-    status, t_iter, e_iter, obj = price_stages(gpus, counts, q, comp, comm, overhead, idle_w,
-                                               dyn_w, mem_w, mem_a, mem_last, mem_cap, mb,
-                                               mode, lam, t_ref, e_ref)
+    status, t_iter, e_iter, obj = price_stages_compiled(gpus, counts, q, comp, comm, overhead,
+                                                        idle_w, dyn_w, mem_w, mem_a, mem_last,
+                                                        mem_cap, mb, mode, lam, t_ref, e_ref)
     out[0, row] = t_iter
     out[1, row] = e_iter
     out[2, row] = obj

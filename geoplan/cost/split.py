@@ -37,7 +37,7 @@ import numpy as np
 from numba import njit
 
 from geoplan.cost.coefficients import Coefficients
-from geoplan.cost.kernel import price_stages
+from geoplan.cost.kernel import price_stages_compiled
 from geoplan.cost.weights import ObjectiveWeights
 from geoplan.model.instance import Instance
 
@@ -331,8 +331,9 @@ def _split_rows(G, Q, out, C, L, comp, comm, overhead, idle_w, active_w, dyn_w, 
             continue
         for s in range(q):
             C[p, s] = js[4, s]
-        _, t, e, obj = price_stages(seq, C[p], q, comp, comm, overhead, idle_w, dyn_w, mem_w,
-                                    mem_a, mem_last, mem_cap, mb, mode, lam, t_ref, e_ref)
+        _, t, e, obj = price_stages_compiled(seq, C[p], q, comp, comm, overhead, idle_w, dyn_w,
+                                             mem_w, mem_a, mem_last, mem_cap, mb, mode, lam, t_ref,
+                                             e_ref)
         out[0, p] = obj
         out[1, p] = t
         out[2, p] = e
@@ -577,10 +578,11 @@ class Splitter:
         cnt = np.asarray(counts, dtype=np.int64)
         w = self.weights
         c = self.coefficients
-        _, t, e, obj = price_stages(self._seq, cnt, q, self.comp, self.comm, self.overhead,
-                                    self.idle_w, self.dyn_w, float(c.mem_w), float(c.mem_a),
-                                    self.c_mem_last, self.mem_cap, self.mb, w.mode, w.lam,
-                                    w.t_ref, w.e_ref)
+        _, t, e, obj = price_stages_compiled(self._seq, cnt, q, self.comp, self.comm,
+                                             self.overhead, self.idle_w, self.dyn_w,
+                                             float(c.mem_w), float(c.mem_a), self.c_mem_last,
+                                             self.mem_cap, self.mb, w.mode, w.lam, w.t_ref,
+                                             w.e_ref)
         return float(obj), float(t), float(e)
 
     def split(self, gpus: Sequence[int]) -> SplitResult | None:
