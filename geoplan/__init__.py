@@ -2,12 +2,13 @@
 heterogeneous, geo-distributed GPUs (after the GeoTrain paper).
 
 The core shared by every solver: :class:`Instance`, :class:`Plan`, the one cost
-evaluator :func:`evaluate` (and :class:`BatchEvaluator` for populations), the
+evaluator :class:`Evaluator` / :func:`evaluate` (and :class:`BatchEvaluator` for
+populations), the
 one validator :func:`validate`, and :func:`solve`, which runs any registered
 solver and prices its plan.
 """
 
-from geoplan.cost import Evaluation, StageCost, evaluate, objective_value
+from geoplan.cost import Evaluation, Evaluator, StageCost, evaluate, objective_value
 from geoplan.cost.batch import BatchEvaluator, BatchResult
 from geoplan.cost.coefficients import Coefficients
 from geoplan.cost.normalise import resolve_normalisers
@@ -28,6 +29,7 @@ __all__ = [
     "Callbacks",
     "Coefficients",
     "Evaluation",
+    "Evaluator",
     "FormulationError",
     "GeoplanError",
     "InputError",

@@ -2,10 +2,11 @@
 
 from geoplan.cost.evaluate import (
     Evaluation,
+    Evaluator,
     StageCost,
     evaluate,
     objective_units,
     objective_value,
 )
 
-__all__ = ["Evaluation", "StageCost", "evaluate", "objective_units", "objective_value"]
+__all__ = ["Evaluation", "Evaluator", "StageCost", "evaluate", "objective_units", "objective_value"]
