@@ -42,6 +42,7 @@ from geoplan.solving.core import SolveOptions
 from geoplan.solving.params import SolverParams, param
 from geoplan.solving.registry import SolverSpec
 from geoplan.solving.result import Outcome, TraceRow
+from geoplan.solving.stop import call_stoppable
 
 __all__ = [
     "SPEC",
@@ -501,13 +502,17 @@ def build_model(
     symmetry: bool = True,
     bounds: bool = True,
     upper_plans: Sequence[Plan] = (),
+    check: Callable[[str], None] | None = None,
 ) -> CpsatModel:
     """Build the CP-SAT model of ``instance`` (normalisers must be resolved for 0<lambda<1).
 
     ``upper_plans``: known plans (a baseline, warm starts); the best feasible one
     caps the objective (a valid cut: the optimum is no worse), which bounds
-    T_iter and lets the scaling be finer.
+    T_iter and lets the scaling be finer. ``check(step)`` is called between
+    blocks of constraints (progress; it may raise to abandon the build, see
+    :func:`formulations.milp.build_checker`).
     """
+    ck = check or (lambda _step: None)
     c = instance.coefficients()
     nn, L = instance.n, instance.layers
     m_count = round(c.micro_batches)
@@ -516,13 +521,20 @@ def build_model(
     comm = np.asarray(c.comm_ms, dtype=float)
     pairs = [(i, j) for i in range(nn) for j in range(nn)
              if i != j and math.isfinite(comm[i, j]) and math.isfinite(comm[j, i])]
+    # Neighbours in the order of ``pairs`` (linear-time lists; the order of the terms
+    # below matters to CP-SAT's search and is that of ``pairs``).
+    succ: list[list[int]] = [[] for _ in range(nn)]
+    pred: list[list[int]] = [[] for _ in range(nn)]
+    for i, j in pairs:
+        succ[i].append(j)
+        pred[j].append(i)
     mid, last = _caps(instance, q_max)
     n_ub = [int(min(L, mid[1:, i].max())) for i in range(nn)]
     w = _weights(instance)
 
     # Bounds on times in ms, used for the scaling and for the variable domains.
     o_ms = float(c.overhead_ms)
-    comm_from = {i: sorted(comm[i, j] for (a, j) in pairs if a == i) for i in range(nn)}
+    comm_from = {i: sorted(comm[i, j] for j in succ[i]) for i in range(nn)}
     tau_ub_ms = max(comp[i] * n_ub[i] + sum(comm_from[i][-2:]) for i in range(nn)) + o_ms
     sum_ub_ms = L * comp.max() + 2 * (q_max - 1) * max((comm[p] for p in pairs), default=0.0)
     sum_ub_ms += q_max * o_ms
@@ -565,11 +577,12 @@ def build_model(
     md.add(sum(first) == 1)
     md.add(sum(lastv) == 1)
     for i in range(nn):
-        md.add(first[i] + sum(a for (u, v), a in arcs.items() if v == i) == x[i])
-        md.add(lastv[i] + sum(a for (u, v), a in arcs.items() if u == i) == x[i])
+        md.add(first[i] + sum(arcs[(u, i)] for u in pred[i]) == x[i])
+        md.add(lastv[i] + sum(arcs[(i, v)] for v in succ[i]) == x[i])
+    ck("circuit")
 
     # Stage count and the layers.
-    tau_ub = [cc[i] * n_ub[i] + sum(sorted(cm[(i, j)] for (a, j) in pairs if a == i)[-2:]) + ov
+    tau_ub = [cc[i] * n_ub[i] + sum(sorted(cm[(i, j)] for j in succ[i])[-2:]) + ov
               for i in range(nn)]
     # sum tau <= L max(cc) + 2 (Q-1) max(cm) + Q o: the bound the scaling was chosen for.
     t_ub = L * max(cc) + 2 * (q_max - 1) * max(cm.values(), default=0) + q_max * ov
@@ -613,11 +626,11 @@ def build_model(
 
     # Stage times: arc i->j charges comm[i,j] to i (forward) and comm[j,i] to j (backward),
     # so both arc directions between i and j charge comm[i, j] to i.
+    ck("memory")
     tau = []
     for i in range(nn):
         ti = md.new_int_var(0, tau_ub[i], f"tau{i}")
-        links = [cm[(i, j)] * (arcs[(i, j)] + arcs[(j, i)])
-                 for (a, j) in pairs if a == i]
+        links = [cm[(i, j)] * (arcs[(i, j)] + arcs[(j, i)]) for j in succ[i]]
         # Mirrors geoplan.cost.kernel.stage_terms (compute + sends + overhead).
         md.add(ti == cc[i] * n[i] + sum(links) + ov * x[i])
         tau.append(ti)
@@ -650,6 +663,7 @@ def build_model(
         md.add(t_iter >= m_count * tmax)
 
     # Idle energy: z_i = T_iter when GPU i is used, else 0.
+    ck("bounds")
     z: dict[int, cp_model.IntVar] = {}
     for i in a_int:
         zi = md.new_int_var(0, t_ub, f"z{i}")
@@ -670,6 +684,7 @@ def build_model(
     if y and 2 <= relax.n_clusters <= MAX_CLUSTERS:
         _add_cluster_bounds(md, relax, x, y, tmax, tlb, tmax_ub)
 
+    ck("energy")
     dom: list[tuple[int, int]] = []
     ident: list[tuple[int, int]] = []
     if symmetry:
@@ -802,13 +817,19 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         base = metis_default_plan(instance)
         if base is not None:
             uppers.append(base)
-    built = build_model(
-        instance,
-        precision=params.precision,
-        symmetry=params.symmetry,
-        bounds=params.bounds,
-        upper_plans=uppers,
-    )
+    from formulations.milp import BuildAbandoned, build_checker
+
+    try:
+        built = build_model(
+            instance,
+            precision=params.precision,
+            symmetry=params.symmetry,
+            bounds=params.bounds,
+            upper_plans=uppers,
+            check=build_checker(options, "cpsat model"),
+        )
+    except BuildAbandoned as exc:
+        return _abandoned(instance, uppers, str(exc), options)
     sc = built.scaling
     info: dict[str, Any] = {
         "scaling": sc.to_dict(),
@@ -838,6 +859,8 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     p.num_workers = options.threads
     p.relative_gap_limit = options.gap
     p.log_search_progress = params.log
+    # Interrupts reach CP-SAT through options.stop (stop_search below), SIGTERM too.
+    p.catch_sigint_signal = False
     # CP-SAT 9.15's routing LNS workers sometimes end the whole search ("#Done") on this
     # circuit-with-optional-nodes model and report a suboptimal plan as OPTIMAL (seen on
     # metro-8-32: 6 of 40 runs with 2 workers, none with these workers ignored).
@@ -854,14 +877,21 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     info["ignored_subsolvers"] = list(p.ignore_subsolvers)
     rec = _Recorder(built, options)
     solver.best_bound_callback = rec.on_bound
-    status = solver.solve(built.model, rec)
+
+    def run() -> Any:
+        # In a helper thread, so that a signal handler runs at once and stops the
+        # search through CP-SAT's own stop_search (never by killing it).
+        return call_stoppable(lambda: solver.solve(built.model, rec), options.stop,
+                              solver.stop_search)
+
+    status = run()
     if status == cp_model.INFEASIBLE and hint_plan is not None and options.remaining() > 0:
         # The hinted plan satisfies the model, so INFEASIBLE is a solver fault (CP-SAT 9.15 has
         # known presolve bugs of this kind): solve again without presolve.
         info["presolve_retry"] = True
         p.cp_model_presolve = False
         p.max_time_in_seconds = max(options.remaining(), 1e-3)
-        status = solver.solve(built.model, rec)
+        status = run()
     info["cpsat_status"] = solver.status_name(status)
     info["solutions"] = rec.solutions
     info["wall_s_cpsat"] = solver.wall_time
@@ -899,6 +929,30 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         trace=rec.trace,
         info=info,
     )
+
+
+def _abandoned(instance: Instance, plans: Sequence[Plan], reason: str,
+               options: SolveOptions) -> Outcome:
+    """The model could not be built in the budget: the best known plan, as at a time-out."""
+    best: tuple[float, Plan] | None = None
+    for p in plans:
+        try:
+            ev = evaluate(instance, p)
+        except InputError:
+            continue
+        if ev.feasible and (best is None or ev.objective < best[0]):
+            best = (ev.objective, p)
+    info: dict[str, Any] = {"model": f"abandoned: {reason}"}
+    if options.warm_start:
+        info["warm_start_accepted"] = False
+    if best is None:
+        return Outcome(None, "no_solution", info=info,
+                       message=f"cpsat: model abandoned ({reason}) before any plan was found")
+    row = TraceRow(options.elapsed(), best[0], None)
+    options.callbacks.on_improvement(row.seconds, row.incumbent, None)
+    return Outcome(best[1], "feasible", trace=[row], info=info,
+                   message=f"cpsat: model abandoned ({reason}); the best known plan "
+                   "(warm start or Metis default)")
 
 
 SPEC = SolverSpec("cpsat", solve, "exact", "CP-SAT model in OR-Tools (integer-scaled times)",

@@ -12,6 +12,7 @@ upgrade that renames them fails loudly rather than silently).
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ import pyomo.environ as pyo
 from pyomo.contrib.solver.solvers.highs import Highs as PyomoHighs
 
 from geoplan.errors import SolverError
+from geoplan.solving.stop import StopFlag, call_stoppable
 
 __all__ = ["HighsRun", "HighsSession", "reset_scheduler"]
 
@@ -161,15 +163,27 @@ class HighsSession:
         self,
         on_incumbent: Callable[[float, float, float], None] | None = None,
         on_bound: Callable[[float, float], None] | None = None,
+        stop: StopFlag | None = None,
     ) -> HighsRun:
         """Run HiGHS; ``on_incumbent(seconds, objective, bound)`` fires on each new
         incumbent, ``on_bound(seconds, bound)`` whenever the dual bound rises.
 
         Seconds are measured from the start of this call. The callbacks run on a
         HiGHS thread while it holds the GIL, so they must be quick.
+
+        ``stop`` (an interrupt): HiGHS runs in a helper thread while this one
+        waits, and a stop raises HiGHS's own user interrupt from its simplex,
+        IPM and MIP interrupt callbacks, so it returns with its incumbent
+        (status ``stopped``, reason ``interrupted``); it is never killed mid-LP.
+        The dual bound reported is the best one seen during the run.
         """
         start = time.perf_counter()
         best_bound = -math.inf
+        cancel = threading.Event()
+
+        def user_interrupt(event: Any) -> None:
+            if cancel.is_set():
+                event.interrupt()
 
         def improving(event: Any) -> None:
             out = event.data_out
@@ -182,6 +196,8 @@ class HighsSession:
 
         def interrupt(event: Any) -> None:
             nonlocal best_bound
+            if cancel.is_set():
+                event.interrupt()
             bound = float(event.data_out.mip_dual_bound)
             if math.isfinite(bound) and bound > best_bound + 1e-9 * max(1.0, abs(bound)):
                 best_bound = bound
@@ -191,13 +207,19 @@ class HighsSession:
         h = self.highs
         h.cbMipImprovingSolution.subscribe(improving)
         h.cbMipInterrupt.subscribe(interrupt)
+        if stop is not None:
+            h.cbSimplexInterrupt.subscribe(user_interrupt)
+            h.cbIpmInterrupt.subscribe(user_interrupt)
         self.log.clear()
         reset_scheduler()
         try:
-            run_status = h.run()
+            run_status = h.run() if stop is None else call_stoppable(h.run, stop, cancel.set)
         finally:
             h.cbMipImprovingSolution.unsubscribe(improving)
             h.cbMipInterrupt.unsubscribe(interrupt)
+            if stop is not None:
+                h.cbSimplexInterrupt.unsubscribe(user_interrupt)
+                h.cbIpmInterrupt.unsubscribe(user_interrupt)
         seconds = time.perf_counter() - start
 
         model_status = h.getModelStatus()
@@ -215,6 +237,8 @@ class HighsSession:
         bound = float(info.mip_dual_bound) if info.valid else None
         if bound is not None and not math.isfinite(bound):
             bound = None
+        if math.isfinite(best_bound) and (bound is None or best_bound > bound):
+            bound = best_bound  # an interrupted run may report no (or an older) bound
         if model_status == highspy.HighsModelStatus.kOptimal:
             status, reason = "optimal", "optimal"
         elif model_status == highspy.HighsModelStatus.kInfeasible:

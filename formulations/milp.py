@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
@@ -42,8 +42,10 @@ from geoplan.solving.result import Outcome, Status, TraceRow
 
 __all__ = [
     "SPEC",
+    "BuildAbandoned",
     "MilpData",
     "MilpParams",
+    "build_checker",
     "build_model",
     "canonical_plan",
     "heuristic_plans",
@@ -282,6 +284,24 @@ def _dominance(
 # --------------------------------------------------------------------------- model
 
 
+class BuildAbandoned(Exception):
+    """Building the model ran out of budget or was interrupted (the message says which)."""
+
+
+def build_checker(options: SolveOptions, what: str) -> Callable[[str], None]:
+    """A ``check`` for :func:`build_model`: progress on ``options.callbacks``, and
+    :class:`BuildAbandoned` once ``options`` has no time left (or was stopped)."""
+
+    def check(step: str) -> None:
+        options.callbacks.on_progress({"building": what, "step": step,
+                                       "elapsed": round(options.elapsed(), 3)})
+        if options.remaining() <= 0:
+            raise BuildAbandoned(options.stop.reason if options.stopped()
+                                 else "building exceeded the budget")
+
+    return check
+
+
 def build_model(
     instance: Instance,
     incumbent_objective: float | None = None,
@@ -289,8 +309,12 @@ def build_model(
     data: MilpData | None = None,
     symmetry: bool = True,
     cuts: bool = True,
+    check: Callable[[str], None] | None = None,
 ) -> pyo.ConcreteModel:
     """The Pyomo model (objective in evaluator units); ``model.data`` holds its :class:`MilpData`.
+
+    ``check(step)`` is called between the blocks of constraints (progress, and
+    :class:`BuildAbandoned` to give up when the budget has run out).
 
     ``incumbent_objective``: the evaluator's objective of a known feasible plan;
     bounds are then tightened to plans at least as good (see :func:`prepare`).
@@ -304,6 +328,7 @@ def build_model(
     L, M, K = instance.layers, float(c.micro_batches), d.kmax
     m = pyo.ConcreteModel(name=f"geoplan-milp-{instance.name}")
     m.data = d
+    ck = check or (lambda _step: None)
 
     m.I = pyo.Set(initialize=d.gpus, ordered=True)
     m.A = pyo.Set(initialize=d.arcs, dimen=2, ordered=True)
@@ -321,6 +346,7 @@ def build_model(
     m.pos = pyo.Var(m.I, bounds=(0, K - 1))
     m.tmax = pyo.Var(bounds=(d.tmax_lb, d.tmax_ub))
     m.t = pyo.Var(bounds=(d.t_lb, d.t_ub))
+    ck("variables")
 
     overhead = float(c.overhead_ms)
 
@@ -359,6 +385,7 @@ def build_model(
         rule=lambda _, i, j: m.pos[j] - m.pos[i]
         >= 1 - K + K * m.a[i, j] + ((K - 2) * m.a[j, i] if (j, i) in arc_set else 0),
     )
+    ck("order")
     m.pos_sel = pyo.Constraint(m.I, rule=lambda _, i: m.pos[i] <= (K - 1) * m.y[i])
     m.pos_q = pyo.Constraint(m.I, rule=lambda _, i: m.pos[i] <= q_minus_1)
     m.pos_first = pyo.Constraint(m.I, rule=lambda _, i: m.pos[i] <= (K - 1) * (1 - m.first[i]))
@@ -388,12 +415,14 @@ def build_model(
 
     m.mem_mid = pyo.Constraint(m.I, rule=mem_mid)
     m.mem_last = pyo.Constraint(m.I, rule=mem_last)
+    ck("memory")
 
     # Bottleneck and iteration time.
     m.bottleneck = pyo.Constraint(m.I, rule=lambda _, i: m.tmax >= m.tau[i])
     # Mirrors geoplan.cost.kernel.iteration_time (exact for M = 1 too: (M - 1) = 0).
     m.t_def = pyo.Constraint(expr=m.t == sum(m.tau[i] for i in m.I) + (M - 1) * m.tmax)
 
+    ck("stage times")
     if symmetry:
         dom = [(i, j) for (i, j, _) in d.dominance]
         same = [(i, j) for (i, j, identical) in d.dominance if identical]
@@ -404,6 +433,7 @@ def build_model(
             range(len(same)), rule=lambda _, k: m.n[same[k][1]] <= m.n[same[k][0]]
         )
 
+    ck("symmetry")
     if cuts:
         # Perspective of tau_i <= tmax <= tmax_ub (tau_i = 0 when i is unused).
         m.tau_sel = pyo.Constraint(m.I, rule=lambda _, i: m.tau[i] <= d.tmax_ub * m.y[i])
@@ -418,7 +448,9 @@ def build_model(
             + sum(m.last[i] for i in rows[r][0])
             >= m.y[rows[r][1]],
         )
+        ck("subtour cuts")
         _add_lb_cuts(m, d.tmax_lb)
+    ck("cuts")
 
     obj: Any = d.c_t * m.t if d.c_t > 0 else 0.0
     if d.energy:
@@ -474,6 +506,8 @@ def tighten(
     min_gain: float = 1e-3,
     threads: int = 1,
     probe: bool = True,
+    check: Callable[[str], None] | None = None,
+    stopped: Callable[[], bool] | None = None,
 ) -> tuple[MilpData, int]:
     """Raise ``tmax_lb`` with LPs over the relaxation of the model.
 
@@ -487,14 +521,19 @@ def tighten(
        last) and arcs of weight above theta are unused. Feasibility only grows
        with theta, so an infeasible theta is a valid bound. Then rounds again.
 
-    Stops after ``max_rounds`` LPs or at ``deadline`` (``time.perf_counter()``).
-    Returns the tightened data and the number of LPs solved.
+    Stops after ``max_rounds`` LPs, at ``deadline`` (``time.perf_counter()``) or
+    once ``stopped()``; ``check`` goes to :func:`build_model` (an abandoned build
+    returns ``data`` unchanged). Returns the tightened data and the number of LPs
+    solved.
     """
     from pyomo.contrib.solver.solvers.highs import Highs as PyomoHighs
 
     from formulations.highs_tools import reset_scheduler
 
-    m = build_model(data.instance, data=data, symmetry=True, cuts=True)
+    try:
+        m = build_model(data.instance, data=data, symmetry=True, cuts=True, check=check)
+    except BuildAbandoned:
+        return data, 0
     pyo.TransformationFactory("core.relax_integer_vars").apply_to(m)
     m.obj.deactivate()
     m.lp_obj = pyo.Objective(expr=m.tmax)
@@ -515,7 +554,8 @@ def tighten(
         )
 
     def more() -> bool:
-        return rounds < max_rounds and time.perf_counter() < deadline
+        return (rounds < max_rounds and time.perf_counter() < deadline
+                and not (stopped is not None and stopped()))
 
     def raise_to(new: float) -> None:
         nonlocal lb
@@ -712,12 +752,13 @@ def read_plan(model: pyo.ConcreteModel) -> Plan:
 # --------------------------------------------------------------------------- heuristics
 
 
-def heuristic_plans(instance: Instance) -> list[Plan]:
+def heuristic_plans(instance: Instance, deadline: float | None = None) -> list[Plan]:
     """Cheap plans from the baseline's rules (infeasible ones are filtered by the caller).
 
     Every single-GPU plan, the Metis-default plan, and for each site (and for
     all GPUs together) its k fastest GPUs with a FLOPS-proportional split over
-    the baseline's ordering rules.
+    the baseline's ordering rules; the last part ends at ``deadline``
+    (``time.perf_counter()``; seconds at N=256).
     """
     from geoplan.cost.baseline import best_order_plan, metis_default_plan
 
@@ -733,6 +774,8 @@ def heuristic_plans(instance: Instance) -> list[Plan]:
     for members in _site_groups(instance):
         ranked = sorted(members, key=lambda i: (c.comp_ms[i], i))
         for k in range(2, min(len(ranked), L) + 1):
+            if deadline is not None and time.perf_counter() >= deadline:
+                return plans
             found = best_order_plan(instance, ranked[:k], c)
             if found is not None:
                 plans.append(Plan.from_indices(instance, found[1], found[2]))
@@ -747,7 +790,8 @@ def _site_groups(instance: Instance) -> list[list[int]]:
 
 
 def improve_plan(
-    instance: Instance, plans: list[Plan], deadline: float
+    instance: Instance, plans: list[Plan], deadline: float,
+    stopped: Callable[[], bool] | None = None,
 ) -> tuple[Plan, float] | None:
     """The best of ``plans``, then better sequences with exact splits.
 
@@ -755,7 +799,8 @@ def improve_plan(
     sequence) when available: the baseline's GPU orders for each site's k fastest
     GPUs (always, a few thousand splits at most), then until ``deadline`` a
     first-improvement local search that removes, inserts, replaces or swaps GPUs
-    in the sequence. Returns (plan, evaluator objective).
+    in the sequence. Returns (plan, evaluator objective). ``deadline`` (and
+    ``stopped()``, an interrupt) also end the first part.
     """
     best = _best_plan(instance, plans)
     try:
@@ -767,6 +812,9 @@ def improve_plan(
     sp = Splitter(instance)
     c = instance.coefficients()
     sites = [g.site for g in instance.gpus]
+
+    def over() -> bool:
+        return time.perf_counter() >= deadline or (stopped is not None and stopped())
     top: tuple[tuple[int, ...], float] | None = None
 
     def consider(seq: list[int] | tuple[int, ...]) -> bool:
@@ -782,10 +830,12 @@ def improve_plan(
     for members in _site_groups(instance):
         ranked = sorted(members, key=lambda i: (c.comp_ms[i], i))
         for k in range(1, min(len(ranked), instance.layers) + 1):
+            if over():
+                break
             for order in candidate_orders(c, ranked[:k], sites):
                 consider(order)
     improved = top is not None
-    while improved and top is not None and time.perf_counter() < deadline:
+    while improved and top is not None and not over():
         improved = False
         seq = list(top[0])
         unused = [i for i in range(instance.n) if i not in seq]
@@ -801,7 +851,7 @@ def improve_plan(
             if consider(move):
                 improved = True
                 break
-            if time.perf_counter() > deadline:
+            if over():
                 break
     if top is None:
         return best
@@ -877,18 +927,40 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     if params.heuristic:
         share = params.heuristic_share
         budget = min(max(share * options.remaining(), 1.0), 0.25 * options.remaining())
-        candidates = usable_starts + heuristic_plans(instance)
-        best = improve_plan(instance, candidates, time.perf_counter() + budget)
+        h_deadline = time.perf_counter() + budget
+        candidates = usable_starts + heuristic_plans(instance, h_deadline)
+        best = improve_plan(instance, candidates, h_deadline, options.stopped)
         info["heuristic_s"] = round(time.perf_counter() - t_start, 4)
+    if best is not None:
+        trace.append(TraceRow(options.elapsed(), best[1], None))
+        options.callbacks.on_improvement(options.elapsed(), best[1], None)
 
     t_build = time.perf_counter()
     symmetry = params.symmetry
     cuts = params.cuts
-    data = prepare(
-        instance,
-        None if best is None else best[1],
-        site_unions=params.site_unions,
-    )
+    check = build_checker(options, "milp model")
+
+    def abandoned(reason: str) -> Outcome:
+        # The model could not be built within the budget (or an interrupt came first):
+        # the best plan known so far, as at a time-out.
+        info["model"] = f"abandoned: {reason}"
+        info["build_s"] = round(time.perf_counter() - t_build, 4)
+        if best is None:
+            return Outcome(None, "no_solution", trace=trace, info=info,
+                           message=f"milp: model abandoned ({reason}) before any plan was found")
+        return Outcome(best[0], "feasible", trace=trace, info=info,
+                       message=f"milp: model abandoned ({reason}); the best heuristic plan")
+
+    try:
+        check("data")
+        data = prepare(
+            instance,
+            None if best is None else best[1],
+            site_unions=params.site_unions,
+        )
+        check("bounds")
+    except BuildAbandoned as exc:
+        return abandoned(str(exc))
     if not data.gpus:
         return Outcome(
             None,
@@ -900,10 +972,22 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     info["tmax_lb"] = {"initial": data.tmax_lb}
     if cuts and symmetry and params.tighten:
         budget = params.tighten_share * options.remaining()
-        data, rounds = tighten(data, time.perf_counter() + budget, threads=options.threads)
+        data, rounds = tighten(data, time.perf_counter() + budget, threads=options.threads,
+                               check=check, stopped=options.stopped)
         info["tmax_lb"].update(tightened=data.tmax_lb, lp_rounds=rounds)
-    model = build_model(instance, data=data, symmetry=symmetry, cuts=cuts)
-    session = HighsSession(model)
+    try:
+        t_model = time.perf_counter()
+        model = build_model(instance, data=data, symmetry=symmetry, cuts=cuts, check=check)
+        # Pyomo's translation to HiGHS cannot be interrupted and takes about twice as
+        # long as building the model: start it only if it fits in what is left.
+        if options.remaining() < 2.0 * (time.perf_counter() - t_model) + 0.05:
+            raise BuildAbandoned(options.stop.reason if options.stopped()
+                                 else "building exceeded the budget")
+        options.callbacks.on_progress({"building": "milp model", "step": "HiGHS translation",
+                                       "elapsed": round(options.elapsed(), 3)})
+        session = HighsSession(model)
+    except BuildAbandoned as exc:
+        return abandoned(str(exc))
     info["build_s"] = round(time.perf_counter() - t_build, 4)
     info["model"] = {
         "gpus": len(data.gpus),
@@ -941,8 +1025,9 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         vals = start_values(model, best[0])
         if vals is not None and session.set_start(vals):
             start_plan = best[0]
-            trace.append(TraceRow(options.elapsed(), best[1], None))
-            options.callbacks.on_improvement(options.elapsed(), best[1], None)
+            if not trace or trace[-1].incumbent != best[1]:
+                trace.append(TraceRow(options.elapsed(), best[1], None))
+                options.callbacks.on_improvement(options.elapsed(), best[1], None)
     info["mip_start"] = None if start_plan is None else {
         "objective": best[1] if best else None,
         "source": "warm_start" if warm is not None and best is not None
@@ -966,7 +1051,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         trace.append(TraceRow(options.elapsed(), inc, lower(bound)))
         options.callbacks.on_improvement(options.elapsed(), inc, lower(bound))
 
-    run = session.run(on_incumbent, on_bound)
+    run = session.run(on_incumbent, on_bound, stop=options.stop)
     info["highs"] = {
         "status": run.reason,
         "seconds": round(run.seconds, 4),

@@ -1,7 +1,9 @@
 """The ``geoplan`` command line (formats.md is its contract).
 
 Exit status: 0 success (for ``solve``: the solver ran, whatever its status; with
-no plan, ``--out`` is not written and stderr says so); 1 ``validate`` found
+no plan, ``--out`` is not written and stderr says so; SIGINT or SIGTERM during a
+solve ends it as a time-out: best plan and bound reported and written, exit 0,
+``no_solution`` if it came before the solver started); 1 ``validate`` found
 violations, or a solver could not run (such as a missing backend: the message
 says what to install); 2 invalid input (one message naming the field, no
 traceback), among them unknown or ill-typed ``--param`` keys and output paths
@@ -163,6 +165,15 @@ def _warm_start(value: str | None) -> Any:
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
+    """``geoplan solve``: SIGINT/SIGTERM end the solve as a time-out does (exit 0, outputs
+    written); the handlers stay until the outputs are written."""
+    from geoplan.solving.stop import stop_scope
+
+    with stop_scope():
+        return _cmd_solve(args)
+
+
+def _cmd_solve(args: argparse.Namespace) -> int:
     from geoplan.display import ProgressPrinter, format_evaluation
     from geoplan.solving.core import Callbacks, get_solver, solve
 
@@ -198,6 +209,9 @@ def cmd_solve(args: argparse.Namespace) -> int:
         warm_start_params=ws_params or None,
         callbacks=ProgressPrinter() if progress else Callbacks(),
     )
+    ws_note = (result.info.get("warm_start") or {}).get("note")
+    if ws_note:  # one line: what of the warm start could not be used, and what was returned
+        print(f"geoplan: warm start: {ws_note}", file=sys.stderr)
     if args.out:
         if result.plan is not None:
             _write("--out", args.out, result.plan.to_json(indent=2) + "\n")
@@ -251,20 +265,49 @@ def cmd_space(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Largest sizes ``geoplan generate`` writes: an instance is fully linked, so N GPUs
+#: make N (N - 1) links (4096 GPUs: 16.8 M links, several GB of JSON).
+GENERATE_MAX_GPUS = 4096
+GENERATE_MAX_LAYERS = 1024
+_GENERATE_SLOW_GPUS = 512  # from here on, generate reports its progress on stderr
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
+    import time
+
     from geoplan.model.generators import by_family
     from geoplan.model.instance import Instance
 
+    if not 1 <= args.n <= GENERATE_MAX_GPUS:
+        raise InputError("--n", args.n, f"must lie in [1, {GENERATE_MAX_GPUS}] (the cap of "
+                         "geoplan generate: instances are fully linked)")
+    if not 1 <= args.layers <= GENERATE_MAX_LAYERS:
+        raise InputError("--layers", args.layers,
+                         f"must lie in [1, {GENERATE_MAX_LAYERS}] (the cap of geoplan generate)")
+    if args.seed < 0:
+        raise InputError("--seed", args.seed, "expected a non-negative integer seed")
     _check_output("--out", args.out)
+    slow = args.n >= _GENERATE_SLOW_GPUS
+    t0 = time.perf_counter()
+
+    def step(what: str) -> None:
+        if slow:
+            print(f"geoplan generate: [{time.perf_counter() - t0:7.1f} s] {what}",
+                  file=sys.stderr, flush=True)
+
+    step(f"generating {args.n} GPUs and {args.n * (args.n - 1):,} links")
     data = by_family(args.family, args.n, args.layers, args.seed)
     if args.lam is not None:
         data.setdefault("objective", {})["lambda"] = args.lam
+    step("checking the instance")
     Instance.from_dict(data)  # generated instances must load
+    step("writing JSON")
     text = json.dumps(data, indent=2)
     if args.out:
         _write("--out", args.out, text + "\n")
     else:
         print(text)
+    step("done")
     return 0
 
 
@@ -356,8 +399,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = sub.add_parser("generate", help="write a generated instance")
     g.add_argument("family", help="paper, geo or metro")
-    g.add_argument("--n", type=int, required=True, help="number of GPUs")
-    g.add_argument("--layers", type=int, required=True)
+    g.add_argument("--n", type=int, required=True,
+                   help="number of GPUs (at most 4096: instances are fully linked)")
+    g.add_argument("--layers", type=int, required=True, help="layers (at most 1024)")
     g.add_argument("--seed", type=int, required=True)
     g.add_argument("--lambda", dest="lam", type=_lambda)
     g.add_argument("--out")

@@ -12,10 +12,12 @@ the model's own objective and bound against that price, and returns a
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +31,7 @@ from geoplan.solving.registry import (
     _REGISTRY as _REGISTRY,  # re-exported: tests add a solver for one test (monkeypatch)
 )
 from geoplan.solving.registry import (
+    Solver,
     SolverSpec,
     SolverUnavailable,
     available_solvers,
@@ -37,12 +40,14 @@ from geoplan.solving.registry import (
     solver_names,
 )
 from geoplan.solving.result import STATUSES, Outcome, SolveResult, TraceRow
+from geoplan.solving.stop import StopFlag, current_stop, stop_scope, test_stop_after
 
 __all__ = [
     "Callbacks",
     "SolveOptions",
     "SolverSpec",
     "SolverUnavailable",
+    "StopFlag",
     "available_solvers",
     "get_solver",
     "register",
@@ -78,6 +83,9 @@ class SolveOptions:
     to start from; ``params`` the solver's parameters: its
     :class:`~geoplan.solving.params.SolverParams` dataclass (what :func:`solve`
     hands over), or a mapping that the solver parses with it (direct calls).
+    ``stop`` (:mod:`geoplan.solving.stop`): once set (SIGINT, SIGTERM or a
+    caller), :attr:`deadline` is the moment it was set and :meth:`remaining` is
+    0, so a solver's budget checks end it as at a time-out.
     """
 
     seed: int
@@ -88,6 +96,7 @@ class SolveOptions:
     params: Mapping[str, Any] | SolverParams = field(default_factory=dict)
     callbacks: Callbacks = field(default_factory=Callbacks)
     start: float = field(default_factory=time.perf_counter)
+    stop: StopFlag = field(default_factory=current_stop)
 
     def __post_init__(self) -> None:
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
@@ -103,8 +112,14 @@ class SolveOptions:
 
     @property
     def deadline(self) -> float:
-        """``time.perf_counter()`` value at which the budget runs out."""
-        return self.start + self.time_limit
+        """``time.perf_counter()`` value at which the budget runs out (or ran: a stop)."""
+        at = self.stop.at
+        end = self.start + self.time_limit
+        return end if at is None else min(end, at)
+
+    def stopped(self) -> bool:
+        """Whether a stop (an interrupt) was requested."""
+        return self.stop.is_set()
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
@@ -118,6 +133,53 @@ def default_threads() -> int:
     return max(1, min(8, os.cpu_count() or 1))
 
 
+class _SelfSignal(Callbacks):
+    """The test hook of :mod:`geoplan.solving.stop`: signal this process after K improvements."""
+
+    def __init__(self, inner: Callbacks, k: int, signum: int) -> None:
+        self.inner, self.k, self.signum, self.seen = inner, k, signum, 0
+
+    def on_start(self, solver: str, instance: Instance, options: SolveOptions) -> None:
+        self.inner.on_start(solver, instance, options)
+
+    def on_improvement(self, seconds: float, incumbent: float | None, bound: float | None) -> None:
+        self.inner.on_improvement(seconds, incumbent, bound)
+        if incumbent is not None:
+            self.seen += 1
+            if self.seen == self.k:
+                os.kill(os.getpid(), self.signum)
+
+    def on_progress(self, info: Mapping[str, Any]) -> None:
+        self.inner.on_progress(info)
+
+    def on_end(self, result: SolveResult) -> None:
+        self.inner.on_end(result)
+
+
+_nesting = threading.local()
+
+
+def _in_stop_scope(fn: Callable[..., SolveResult]) -> Callable[..., SolveResult]:
+    """Run :func:`solve` in a :func:`~geoplan.solving.stop.stop_scope` (SIGINT/SIGTERM stop it)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> SolveResult:
+        depth = getattr(_nesting, "depth", 0)
+        _nesting.depth = depth + 1
+        try:
+            with stop_scope(kwargs.get("stop")):
+                hook = test_stop_after() if depth == 0 else None  # not in warm-ups, phases
+                if hook is not None:
+                    kwargs["callbacks"] = _SelfSignal(kwargs.get("callbacks") or Callbacks(),
+                                                      *hook)
+                return fn(*args, **kwargs)
+        finally:
+            _nesting.depth = depth
+
+    return wrapper
+
+
+@_in_stop_scope
 def solve(
     instance: Instance,
     solver: str,
@@ -131,8 +193,19 @@ def solve(
     params: Mapping[str, Any] | SolverParams | None = None,
     warm_start_params: Mapping[str, Any] | SolverParams | None = None,
     callbacks: Callbacks | None = None,
+    warm_up: bool = True,
+    stop: StopFlag | None = None,
 ) -> SolveResult:
     """Run ``solver`` on ``instance`` and return its priced, checked result.
+
+    ``stop``: a :class:`~geoplan.solving.stop.StopFlag` the caller may set to end
+    the solve early; SIGINT and SIGTERM set it too (in the main thread). Either
+    way the solver returns its best plan and bound as at a time-out
+    (``info["stopped"]`` says why); a stop during the warm-up gives ``no_solution``.
+
+    ``warm_up``: first compile the solver's numba kernels on a tiny instance
+    (:mod:`geoplan.solving.warmup`, once per process); those seconds are
+    reported as ``info["warmup_s"]`` and not charged to ``time_limit``.
 
     ``warm_start`` is a plan, a list of plans, or the name of another solver;
     a solver name runs that solver first for ``warm_start_fraction`` of the
@@ -158,10 +231,27 @@ def solve(
         raise InputError("warm_start_params", dict(warm_start_params) if isinstance(
             warm_start_params, Mapping) else warm_start_params,
             "warm-start parameters need a warm-start solver (not a plan)")
+    info: dict[str, Any] = {}
+    if warm_up:
+        from geoplan.solving.warmup import warm_up as _warm_up
+
+        spent = _warm_up(spec.name)
+        if isinstance(warm_start, str):
+            spent += _warm_up(warm_start)
+        info["warmup_s"] = round(spent, 6)
+    start = time.perf_counter()  # the budget counts from here: normalisers included
     instance = resolve_normalisers(instance)
     callbacks = callbacks or Callbacks()
-    start = time.perf_counter()
-    info: dict[str, Any] = {}
+    flag = current_stop()
+    if flag.is_set():  # interrupted before the budget started (warm-up, loading): no plan
+        early = SolveOptions(seed=seed, time_limit=time_limit, threads=threads, gap=gap,
+                             params=typed, callbacks=callbacks)
+        outcome = Outcome(None, "no_solution", info={"stopped": flag.reason},
+                          message=f"{flag.reason} before {spec.name} started")
+        result = finish(instance, spec.name, outcome, time.perf_counter() - start, seed, early,
+                        info, given)
+        callbacks.on_end(result)
+        return result
 
     starts: tuple[Plan, ...] = ()
     prefix: list[TraceRow] = []
@@ -176,6 +266,7 @@ def solve(
             threads=threads,
             params=ws_typed,
             callbacks=None,
+            warm_up=False,
         )
         info["warm_start"] = {
             "source": warm_start,
@@ -193,12 +284,8 @@ def solve(
     elif warm_start is not None:
         starts = tuple(warm_start)
         info["warm_start"] = {"source": "plans", "count": len(starts)}
-    if starts:
-        evs = [evaluate(instance, p) for p in starts]
-        info.setdefault("warm_start", {})["objective"] = min(
-            (e.objective for e in evs if e.feasible), default=None
-        )
-        info["warm_start"]["feasible"] = [e.feasible for e in evs]
+    best_start = _check_warm_starts(instance, spec, starts, info) \
+        if warm_start is not None else None
 
     remaining = time_limit - (time.perf_counter() - start)
     options = SolveOptions(
@@ -213,11 +300,19 @@ def solve(
     callbacks.on_start(solver, instance, options)
     outcome = fn(instance, options)
     wall = time.perf_counter() - start
+    if options.stopped():  # an interrupt ends a solve as a time-out does; say so
+        outcome.info.setdefault("stopped", options.stop.reason)
+        if outcome.status != "optimal":
+            outcome.message = f"{options.stop.reason}" + (
+                f"; {outcome.message}" if outcome.message else "")
     # Trace rows count from the start of this call, warm start included.
     offset = options.start - start
     outcome.trace = prefix + [
         TraceRow(r.seconds + offset, r.incumbent, r.bound) for r in outcome.trace
     ]
+    if warm_start is not None:
+        outcome = _settle_warm_start(instance, spec, outcome, best_start, info,
+                                     opening=len(prefix) if prefix else None)
     result = finish(instance, spec.name, outcome, wall, seed, options, info, given)
     callbacks.on_end(result)
     return result
@@ -244,7 +339,9 @@ def finish(
         raise SolverError(f"{solver}: unknown status {outcome.status!r}")
     info = {**(info or {}), **outcome.info}
     if "warm_start" in info and "warm_start_accepted" in outcome.info:
-        info["warm_start"]["accepted"] = outcome.info["warm_start_accepted"]
+        # solve() has set the common meaning already (feasible and used); direct calls
+        # get the solver's own flag.
+        info["warm_start"].setdefault("accepted", outcome.info["warm_start_accepted"])
     o = instance.objective
     objective = t_iter = e_iter = None
     lower = outcome.lower_bound
@@ -317,3 +414,103 @@ def finish(
 
 def _jsonish(v: Any) -> bool:
     return v is None or isinstance(v, str | int | float | bool | list | tuple | dict)
+
+
+# --------------------------------------------------------------------------- warm starts
+#
+# A warm start is never lost: solve() prices the warm starts before the solver runs,
+# says in info["warm_start"]["note"] (one line) what cannot be used and why, sets
+# info["warm_start"]["accepted"] to the same meaning for every solver (a warm-start plan
+# was feasible and the solver used it), and returns the best feasible warm-start plan
+# when the solver's own plan is worse or missing ("returned": true).
+
+_WS_TOL = 1e-9  # relative: objectives this close are equal, bounds this close prove
+
+
+def _note(ws: dict[str, Any], text: str) -> None:
+    ws["note"] = f"{ws['note']}; {text}" if ws.get("note") else text
+
+
+def _check_warm_starts(instance: Instance, spec: Solver, starts: tuple[Plan, ...],
+                       info: dict[str, Any]) -> tuple[Plan, float] | None:
+    """Price the warm starts, note the unusable ones; the best feasible (plan, objective)."""
+    ws = info.setdefault("warm_start", {})
+    best: tuple[Plan, float] | None = None
+    if not starts:
+        ws.setdefault("feasible", [])
+        _note(ws, f"the warm-start solver {ws.get('source')} found no plan")
+        return None
+    evs = [evaluate(instance, p) for p in starts]
+    ws["objective"] = min((e.objective for e in evs if e.feasible), default=None)
+    ws["feasible"] = [e.feasible for e in evs]
+    bad = [k for k, e in enumerate(evs) if not e.feasible]
+    if bad:
+        first = evs[bad[0]]
+        why = first.violations[0].message if first.violations else "infeasible"
+        what = ("the warm-start plan is" if len(starts) == 1 else
+                f"{len(bad)} of {len(starts)} warm-start plans are")
+        _note(ws, f"{what} infeasible ({why}) and not accepted")
+    for p, e in zip(starts, evs, strict=True):
+        if e.feasible and (best is None or e.objective < best[1]):
+            best = (p, e.objective)
+    if not spec.warm_start:
+        _note(ws, f"{spec.name} cannot use a warm start: its plan is compared with the "
+                  "warm start's and the better one returned")
+    return best
+
+
+def _settle_warm_start(instance: Instance, spec: Solver, outcome: Outcome,
+                       best: tuple[Plan, float] | None, info: dict[str, Any],
+                       opening: int | None) -> Outcome:
+    """Set ``accepted``; return the warm-start plan if the solver's is worse or missing.
+
+    ``opening``: how many trace rows the warm-start solver contributed (None: the warm
+    start was a plan, whose row opens the trace at 0 s if it is returned).
+    """
+    ws = info.setdefault("warm_start", {})
+    used = bool(spec.warm_start and outcome.info.get("warm_start_accepted"))
+    ws["accepted"] = best is not None and used
+    if best is not None and spec.warm_start and not used:
+        reason = outcome.info.get("warm_start_reason")
+        _note(ws, f"{spec.name} did not use the warm start" + (f" ({reason})" if reason else ""))
+    if best is None:
+        return outcome
+    plan, value = best
+    mine: float | None = None
+    if outcome.plan is not None:
+        ev = evaluate(instance, outcome.plan)
+        if not ev.feasible:
+            return outcome  # finish() reports the solver's infeasible plan as the bug it is
+        mine = ev.objective
+        if mine <= value + _WS_TOL * max(1.0, abs(value)):
+            return outcome
+    # The solver's plan is worse, or it has none: return the warm start's.
+    lower = None if outcome.status == "infeasible" else outcome.lower_bound
+    if lower is None and outcome.status == "optimal":
+        lower = mine
+    dropped = lower is not None and lower > value + _WS_TOL * max(1.0, abs(value))
+    if dropped:
+        lower = None  # a "bound" above a feasible plan proves nothing about it
+    proven = lower is not None and lower >= value * (1 - _WS_TOL)
+    head = 0 if opening is None else opening
+    rows = [] if opening is not None else [TraceRow(0.0, value, None)]
+    rows += outcome.trace[:head]
+    for r in outcome.trace[head:]:
+        row = TraceRow(r.seconds, value if r.incumbent is None else min(r.incumbent, value),
+                       None if dropped else r.bound)
+        if not rows or (rows[-1].incumbent, rows[-1].bound) != (row.incumbent, row.bound):
+            rows.append(row)  # rows the warm start makes identical are left out
+    found = ("found no plan" if mine is None else f"found {mine:.6g}")
+    if outcome.status == "infeasible":
+        found = "reported the instance infeasible"
+    note = (f"{spec.name} {found}, not better than the warm start ({value:.6g}): "
+            "the warm-start plan is returned")
+    if dropped:
+        note += " (the solver's bound exceeds it and is dropped)"
+    _note(ws, note)
+    ws["returned"] = True
+    ws["solver_objective"] = mine
+    ws["solver_status"] = outcome.status
+    return Outcome(plan, "optimal" if proven else "feasible", lower_bound=lower, trace=rows,
+                   info=outcome.info,
+                   message=note if not outcome.message else f"{outcome.message}; {note}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar, Literal
 
@@ -283,6 +283,7 @@ def run_memetic(
     callbacks: Callbacks | None = None,
     stop_when: StoppingCriterion | None = None,
     start: float | None = None,
+    stopped: Callable[[], bool] | None = None,
 ) -> MemeticResult:
     """Run the memetic algorithm on ``instance``.
 
@@ -292,7 +293,8 @@ def run_memetic(
     ``stop_when`` is an extra criterion, called after initialisation and every
     generation with the best objective found so far, that ends everything
     (e.g. a target). ``start`` is the ``perf_counter`` value the trace's
-    seconds and the time limit count from.
+    seconds and the time limit count from. ``stopped()`` true (an interrupt,
+    ``SolveOptions.stopped``) ends the run as T_max does.
     """
     params = params or MemeticParams()
     callbacks = callbacks or Callbacks()
@@ -318,6 +320,7 @@ def run_memetic(
         init = initial_population(
             rng, ev, params.population, params.max_init_samples,
             warm if attempt == 0 else None, deadline=start + params.time_limit,
+            stopped=stopped,
         )
         if attempt == 0:
             res.init = _init_info(init)
@@ -335,6 +338,9 @@ def run_memetic(
         stop = default_stop(params, start)
         extra = stop_when is not None and stop_when(res.objective)
         while not extra and not stop(float(obj[0])):
+            if stopped is not None and stopped():
+                stop.fired = ["Interrupted"]  # ends the run (and the restarts) as T_max does
+                break
             generation += 1
             g = _generation(rng, X, obj, keys, ev, table, params)
             X, obj = g.X, g.objective
@@ -351,7 +357,7 @@ def run_memetic(
         res.restarts = attempt
         res.population_size = int(X.shape[0])
         res.stop_reason = type(stop_when).__name__ if extra else ", ".join(stop.fired)
-        if extra or "MaxRuntime" in stop.fired:
+        if extra or "MaxRuntime" in stop.fired or "Interrupted" in stop.fired:
             break
 
     if res.best is not None:
@@ -392,6 +398,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         warm_start=options.warm_start,
         callbacks=options.callbacks,
         start=options.start,
+        stopped=options.stopped,
     )
     info = res.info()
     info["params"] = asdict(params)

@@ -10,6 +10,7 @@ population is as diverse as the plan space allows. Warm-start plans go in first.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -77,6 +78,7 @@ def initial_population(
     warm: np.ndarray | None = None,
     deadline: float | None = None,
     patience: int | None = None,
+    stopped: Callable[[], bool] | None = None,
 ) -> InitialPopulation:
     """Up to ``size`` distinct feasible individuals, warm starts first.
 
@@ -135,7 +137,8 @@ def initial_population(
         if out.samples >= max_samples:
             out.exhausted = True
             break
-        if deadline is not None and time.perf_counter() >= deadline:
+        if (deadline is not None and time.perf_counter() >= deadline) or (
+                stopped is not None and stopped()):  # an interrupt: as a time-out
             out.timed_out = True
             break
         if stale >= patience:

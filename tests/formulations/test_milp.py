@@ -122,7 +122,7 @@ def test_milp_matches_enumeration(name: str, factory: Any, lam: float, heuristic
     """Without a start HiGHS must find the optimum itself (exercises polishing too)."""
     inst = _case(name, factory, lam, three_gpu)
     best, _ = optimum(inst)
-    r = solve(inst, "milp", seed=1, time_limit=30, threads=1,
+    r = solve(inst, "milp", seed=1, time_limit=600, threads=1,
               params={"heuristic": heuristic})
     assert r.status == "optimal", r.message
     # finish() already checked the model objective against the evaluator.
@@ -146,7 +146,7 @@ def test_milp_without_helpers_is_still_exact() -> None:
     """No heuristic start, no dominance, no cuts: the bare formulation is exact too."""
     inst = resolve_normalisers(memory_bound(0.5))
     best, _ = optimum(inst)
-    r = solve(inst, "milp", seed=0, time_limit=30, threads=1,
+    r = solve(inst, "milp", seed=0, time_limit=600, threads=1,
               params={"heuristic": False, "symmetry": False, "cuts": False})
     assert r.status == "optimal"
     assert r.objective == pytest.approx(best, rel=1e-6)
@@ -252,7 +252,7 @@ def test_warm_start_accepted_and_traced() -> None:
                            bound: float | None) -> None:
             events.append((seconds, incumbent, bound))
 
-    r = solve(inst, "milp", seed=0, time_limit=30, threads=1, warm_start=plan,
+    r = solve(inst, "milp", seed=0, time_limit=600, threads=1, warm_start=plan,
               params={"heuristic": False}, callbacks=Rec())
     assert r.info["warm_start_accepted"] is True
     assert r.info["mip_start"]["accepted"] is True
@@ -268,14 +268,14 @@ def test_warm_start_worse_plan_and_infeasible_plan() -> None:
     space = reference_space(inst)
     worst = int(np.argmax(np.where(space.feasible, space.objective, -np.inf)))
     poor = Plan.from_dict(space.plan(worst))
-    r = solve(inst, "milp", seed=0, time_limit=30, threads=1, warm_start=poor,
+    r = solve(inst, "milp", seed=0, time_limit=600, threads=1, warm_start=poor,
               params={"heuristic": False})
     assert r.info["warm_start_accepted"] is True
     assert r.status == "optimal" and r.objective < space.objective[worst]
     # A memory-infeasible plan cannot be a start.
     bad = Plan.from_pairs([("f0", 16)])
     assert not evaluate(inst, bad).feasible
-    r = solve(inst, "milp", seed=0, time_limit=30, threads=1, warm_start=bad,
+    r = solve(inst, "milp", seed=0, time_limit=600, threads=1, warm_start=bad,
               params={"heuristic": False})
     assert r.info["warm_start_accepted"] is False
     assert r.status == "optimal"
@@ -286,7 +286,8 @@ def test_time_limit_without_incumbent_is_no_solution() -> None:
     r = solve(inst, "milp", seed=0, time_limit=0.01, threads=1,
               params={"heuristic": False, "highs.mip_heuristic_effort": 0})
     assert r.status == "no_solution"
-    assert r.plan is None and "HiGHS" in (r.message or "")
+    # Either HiGHS ran out of time or the model was abandoned before it could run.
+    assert r.plan is None and ("HiGHS" in (r.message or "") or "abandoned" in (r.message or ""))
 
 
 def test_time_limit_with_incumbent_is_feasible_with_valid_bound() -> None:
@@ -314,7 +315,7 @@ def test_infeasible_links() -> None:
     links = [_link("p", "r", 10, 5), _link("q", "r", 10, 5)]  # r -> p, r -> q missing
     inst = _instance(gpus, links, layers=16)
     assert not reference_space(inst).feasible.any()
-    r = solve(inst, "milp", seed=0, time_limit=30, threads=1)
+    r = solve(inst, "milp", seed=0, time_limit=600, threads=1)
     assert r.status == "infeasible"
     assert r.plan is None and "no plan" in (r.message or "")
 
@@ -329,18 +330,18 @@ def test_infeasible_proven_by_highs() -> None:
     assert not reference_space(inst).feasible.any()
     data = milp.prepare(inst)
     assert data.gpus and math.isfinite(data.tmax_lb)  # not caught before the search
-    r = solve(inst, "milp", seed=0, time_limit=30, threads=1)
+    r = solve(inst, "milp", seed=0, time_limit=600, threads=1)
     assert r.status == "infeasible"
     assert r.plan is None and "HiGHS proved" in (r.message or "")
 
 
 def test_gap_target_stops_early_with_valid_bound() -> None:
     inst = Instance.from_dict(by_family("geo", 8, 12, 0))
-    r = solve(inst, "milp", seed=0, time_limit=30, threads=1, gap=0.5,
+    r = solve(inst, "milp", seed=0, time_limit=600, threads=1, gap=0.5,
               params={"tighten": False})
     assert r.status == "optimal"
     assert r.gap is not None and r.gap <= 0.5 + 1e-9
-    exact = solve(inst, "milp", seed=0, time_limit=30, threads=1)
+    exact = solve(inst, "milp", seed=0, time_limit=600, threads=1)
     assert r.lower_bound <= exact.objective * (1 + 1e-12)
 
 
