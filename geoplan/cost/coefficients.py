@@ -50,7 +50,10 @@ class Coefficients:
         return int(self.comp_ms.shape[0])
 
     @property
-    def kernel_args(self) -> tuple:
+    def kernel_args(
+        self,
+    ) -> tuple[np.ndarray, np.ndarray, float, np.ndarray, np.ndarray, float, float, float,
+               np.ndarray, float]:
         """The coefficient arguments of :func:`geoplan.cost.kernel.price_stages`, in order."""
         return (self.comp_ms, self.comm_ms, self.overhead_ms, self.idle_w, self.dyn_w,
                 self.mem_w, self.mem_a, self.mem_last, self.mem_cap, self.micro_batches)

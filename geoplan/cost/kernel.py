@@ -16,6 +16,7 @@ test per model pins the two together.
 from __future__ import annotations
 
 import types
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -133,7 +134,7 @@ def price_stages(gpus, counts, q, comp_ms, comm_ms, overhead_ms, idle_w, dyn_w, 
     return status, t_iter, e_iter, objective(t_iter, e_iter, mode, lam, t_ref_ms, e_ref_j)
 
 
-def _compile(names: tuple[str, ...]) -> dict[str, object]:
+def _compile(names: tuple[str, ...]) -> dict[str, Any]:
     """numba versions of ``names`` whose globals resolve to each other's compiled forms.
 
     Callees come first in ``names``: each function is compiled against a
