@@ -102,29 +102,29 @@ class Bound:
 
 #: Sanity ranges of every number of an instance, by record (docs/formats.md).
 GPU_BOUNDS: dict[str, Bound] = {
-    "peak_tflops": Bound(0, 1e5, lo_open=True),
+    "peak_tflops": Bound(1e-6, 1e5),  # a floor: 5e-324 overflowed the compute times
     "memory_gb": Bound(0, 1e5, lo_open=True),
     "idle_w": Bound(0, 1e5),
     "active_w": Bound(0, 1e5, lo_open=True),
-    "compute_util": Bound(0, 1, lo_open=True),
-    "memory_util": Bound(0, 1, lo_open=True),
+    "compute_util": Bound(1e-6, 1),
+    "memory_util": Bound(1e-6, 1),
 }
 LINK_BOUNDS: dict[str, Bound] = {
-    "bandwidth_gbps": Bound(0, 1e7, lo_open=True),
+    "bandwidth_gbps": Bound(1e-6, 1e7),
     "latency_ms": Bound(0, 1e6),
-    "util": Bound(0, 1, lo_open=True),
+    "util": Bound(1e-6, 1),
 }
 MODEL_BOUNDS: dict[str, Bound] = {
     "layers": Bound(1, 1e5, integer=True),
     "hidden": Bound(1, 1e6, integer=True),
     "seq_len": Bound(1, 1e8, integer=True),
     "vocab": Bound(1, 1e8, integer=True),
-    "flops_per_token_per_layer": Bound(0, 1e18, lo_open=True),
+    "flops_per_token_per_layer": Bound(1, 1e18),
 }
 TRAINING_BOUNDS: dict[str, Bound] = {
     "batch_size": Bound(1, 1e9, integer=True),
     "micro_batch_size": Bound(1, 1e9, integer=True),
-    "bytes_per_value": Bound(0, 64, lo_open=True),
+    "bytes_per_value": Bound(0.125, 64),  # one bit at least (1e-30: an invalid cast)
     "activation_factor": Bound(0, 1e4, lo_open=True),
     "backward_factor": Bound(0, 1e3),
     "stage_overhead_ms": Bound(0, 1e6),
@@ -595,6 +595,8 @@ def _within(prefix: str) -> Iterator[None]:
     try:
         yield
     except InputError as exc:
+        if str(exc.field).startswith(f"{prefix}."):  # a _req() inside: already prefixed
+            raise
         raise InputError(f"{prefix}.{exc.field}", exc.value, exc.message) from None
 
 
