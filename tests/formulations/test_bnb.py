@@ -25,8 +25,8 @@ from geoplan.solving.core import Callbacks, SolveOptions, solve
 
 
 def _check_same(inst: Instance, threads: int = 1, **params: Any) -> tuple[float, float]:
-    bf = solve(inst, "bruteforce", seed=0)
-    bb = solve(inst, "bnb", seed=0, threads=threads, params=params)
+    bf = solve(inst, "bruteforce", seed=0, time_limit=600)
+    bb = solve(inst, "bnb", seed=0, time_limit=600, threads=threads, params=params)
     assert bb.status == bf.status, (inst.name, bf.status, bb.status)
     if bf.status != "optimal":
         return np.inf, np.inf
@@ -80,17 +80,17 @@ def test_threads_share_the_tree() -> None:
     for family, lam in [("metro", 1.0), ("paper", 0.5)]:
         inst = Instance.from_dict(by_family(family, 6, 10, 7, lam=lam))
         _check_same(inst, threads=2, parallel_after=0.0)
-        res = solve(inst, "bnb", seed=0, threads=2, params={"parallel_after": 0.0})
+        res = solve(inst, "bnb", seed=0, time_limit=600, threads=2, params={"parallel_after": 0.0})
         engaged += res.info["threads_used"] == 2
     assert engaged == 2
 
 
 def test_threads_stopped_early_report_a_valid_bound() -> None:
     inst = Instance.from_dict(by_family("metro", 12, 32, 0, lam=0.5))
-    full = solve(inst, "bnb", seed=0, threads=1)
+    full = solve(inst, "bnb", seed=0, time_limit=600, threads=1)
     assert full.status == "optimal"
     rec = _Recorder()
-    part = solve(inst, "bnb", seed=0, threads=2, callbacks=rec,
+    part = solve(inst, "bnb", seed=0, time_limit=600, threads=2, callbacks=rec,
                  params={"parallel_after": 0.0, "node_limit": 4000})
     assert part.info["threads_used"] == 2 and part.info["completed"] is False
     assert part.status == "feasible"
@@ -102,8 +102,8 @@ def test_threads_stopped_early_report_a_valid_bound() -> None:
 
 def test_single_thread_is_deterministic() -> None:
     inst = Instance.from_dict(by_family("paper", 8, 16, 3, lam=0.5))
-    a = solve(inst, "bnb", seed=0, threads=1)
-    b = solve(inst, "bnb", seed=1, threads=1)
+    a = solve(inst, "bnb", seed=0, time_limit=600, threads=1)
+    b = solve(inst, "bnb", seed=1, time_limit=600, threads=1)
     assert a.plan == b.plan and a.info["nodes"] == b.info["nodes"]
     assert a.status == "optimal" and a.info["threads_used"] == 1
 
@@ -136,8 +136,8 @@ def test_symmetry_classes_and_fewer_nodes() -> None:
     cls = bnb.symmetry_classes(sp)
     assert len(set(cls[:3].tolist())) == 1 and len(set(cls[3:].tolist())) == 1
     assert cls[0] != cls[3]
-    on = solve(inst, "bnb", seed=0, params={"dominance": False})
-    off = solve(inst, "bnb", seed=0, params={"dominance": False, "symmetry": False})
+    on = solve(inst, "bnb", seed=0, time_limit=600, params={"dominance": False})
+    off = solve(inst, "bnb", seed=0, time_limit=600, params={"dominance": False, "symmetry": False})
     assert on.info["symmetry_classes"] == 2 and off.info["symmetry_classes"] == 6
     assert on.objective == pytest.approx(off.objective, rel=1e-12)
     assert on.status == off.status == "optimal"
@@ -183,9 +183,9 @@ class _Recorder(Callbacks):
 
 def test_node_limit_gives_valid_bound_and_trace() -> None:
     inst = Instance.from_dict(by_family("metro", 6, 10, 4, lam=1.0))
-    opt = solve(inst, "bruteforce", seed=0).objective
+    opt = solve(inst, "bruteforce", seed=0, time_limit=600).objective
     rec = _Recorder()
-    res = solve(inst, "bnb", seed=0, params={"node_limit": 5}, callbacks=rec)
+    res = solve(inst, "bnb", seed=0, time_limit=600, params={"node_limit": 5}, callbacks=rec)
     assert res.status == "feasible"
     assert res.lower_bound is not None and res.lower_bound <= opt * (1 + 1e-9)
     assert res.gap is not None and res.gap > 0
@@ -197,7 +197,8 @@ def test_node_limit_gives_valid_bound_and_trace() -> None:
 
 def test_no_incumbent_at_the_limit_is_no_solution() -> None:
     inst = Instance.from_dict(by_family("paper", 5, 8, 1))
-    res = solve(inst, "bnb", seed=0, params={"node_limit": 0, "baseline_incumbent": False})
+    res = solve(inst, "bnb", seed=0, time_limit=600,
+                params={"node_limit": 0, "baseline_incumbent": False})
     assert res.status == "no_solution" and res.plan is None
     assert "without a feasible plan" in (res.message or "")
 
@@ -209,14 +210,14 @@ def test_infeasible_instance() -> None:
         "model": {"layers": 16, "hidden": 2048, "seq_len": 2048, "vocab": 50257},
         "training": {"batch_size": 8, "micro_batch_size": 1},
     })
-    res = solve(inst, "bnb", seed=0)
+    res = solve(inst, "bnb", seed=0, time_limit=600)
     assert res.status == "infeasible"
     assert "no single GPU holds all 16 layers" in (res.message or "")
 
 
 def test_warm_start(three_gpu: Instance) -> None:
     good = Plan.from_pairs([("a", 6), ("b", 6)])
-    res = solve(three_gpu, "bnb", seed=0, warm_start=good)
+    res = solve(three_gpu, "bnb", seed=0, time_limit=600, warm_start=good)
     assert res.info["warm_start_accepted"] is True
     assert res.info["warm_start"]["accepted"] is True
     assert res.status == "optimal"
@@ -234,8 +235,8 @@ def test_warm_start(three_gpu: Instance) -> None:
 
 def test_gap_target() -> None:
     inst = Instance.from_dict(by_family("metro", 6, 10, 4, lam=1.0))
-    opt = solve(inst, "bruteforce", seed=0).objective
-    res = solve(inst, "bnb", seed=0, gap=0.2, params={"baseline_incumbent": False})
+    opt = solve(inst, "bruteforce", seed=0, time_limit=600).objective
+    res = solve(inst, "bnb", seed=0, time_limit=600, gap=0.2, params={"baseline_incumbent": False})
     assert res.gap is not None and res.gap <= 0.2 + 1e-12
     assert res.lower_bound <= opt * (1 + 1e-9)
     assert res.objective <= opt / (1 - 0.2) * (1 + 1e-9)
@@ -244,7 +245,7 @@ def test_gap_target() -> None:
 def test_cli_json(tmp_path: Path, three_gpu: Instance, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "inst.json"
     three_gpu.to_json(path)
-    assert main(["solve", str(path), "--solver", "bnb", "--time-limit", "60", "--json",
+    assert main(["solve", str(path), "--solver", "bnb", "--time-limit", "600", "--json",
                  "--quiet"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["status"] == "optimal"

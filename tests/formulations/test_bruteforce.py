@@ -23,7 +23,7 @@ from geoplan.solving.core import SolveOptions, solve
 def test_three_gpu_optimum_matches_reference_enumeration(three_gpu: Instance,
                                                          lam: float) -> None:
     inst = resolve_normalisers(three_gpu.with_objective(lam=lam))
-    res = solve(inst, "bruteforce", seed=0)
+    res = solve(inst, "bruteforce", seed=0, time_limit=600)
     assert res.status == "optimal"
     assert res.objective == pytest.approx(reference_optimum(inst)[0], rel=1e-12)
     assert res.lower_bound == res.objective and res.gap == 0.0
@@ -33,9 +33,9 @@ def test_three_gpu_optimum_matches_reference_enumeration(three_gpu: Instance,
 
 def test_refuses_above_the_space_cap(three_gpu: Instance) -> None:
     with pytest.raises(SolverError, match=r"f\(N=3, L=12\) = 399 plans.*max_space = 100"):
-        solve(three_gpu, "bruteforce", seed=0, params={"max_space": 100})
+        solve(three_gpu, "bruteforce", seed=0, time_limit=600, params={"max_space": 100})
     # The default cap admits f(3, 12) = 399.
-    assert solve(three_gpu, "bruteforce", seed=0).status == "optimal"
+    assert solve(three_gpu, "bruteforce", seed=0, time_limit=600).status == "optimal"
 
 
 def _unlinked_pair() -> Instance:
@@ -50,7 +50,7 @@ def _unlinked_pair() -> Instance:
 
 
 def test_infeasible_instance_is_reported() -> None:
-    res = solve(_unlinked_pair(), "bruteforce", seed=0)
+    res = solve(_unlinked_pair(), "bruteforce", seed=0, time_limit=600)
     assert res.status == "infeasible"
     assert res.plan is None and res.objective is None
     assert "no feasible plan" in (res.message or "")

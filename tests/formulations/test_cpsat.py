@@ -205,7 +205,7 @@ def test_bound_is_valid_even_at_a_coarse_scale() -> None:
     """At precision 1e-2 rounding matters; the shrunk bound still stays below the optimum."""
     inst = random_instance(8, 4, 9, 1.0)
     opt, _ = enumerate_optimum(inst)
-    out = run_outcome(inst, time_limit=30, params={"precision": 1e-2})
+    out = run_outcome(inst, time_limit=600, params={"precision": 1e-2})
     assert out.status == "optimal"
     assert out.lower_bound <= opt
     price = evaluate(inst, out.plan).objective
@@ -227,7 +227,7 @@ class _Recorder(Callbacks):
 def test_trace_and_callbacks() -> None:
     inst = Instance.from_dict(by_family("geo", 8, 12, 1, lam=1.0))
     rec = _Recorder()
-    res = solve(inst, "cpsat", seed=3, time_limit=30, threads=2, callbacks=rec)
+    res = solve(inst, "cpsat", seed=3, time_limit=600, threads=2, callbacks=rec)
     assert res.status == "optimal"
     assert rec.rows and len(res.trace) >= len(rec.rows)
     secs = [r.seconds for r in res.trace]
@@ -242,7 +242,7 @@ def test_trace_and_callbacks() -> None:
 def test_warm_start_is_hinted_and_accepted() -> None:
     inst = random_instance(9, 4, 10, 1.0)
     opt, plan = enumerate_optimum(inst)
-    res = solve(inst, "cpsat", seed=0, time_limit=30, threads=2, warm_start=plan)
+    res = solve(inst, "cpsat", seed=0, time_limit=600, threads=2, warm_start=plan)
     assert res.info["warm_start_accepted"] is True
     assert res.info["warm_start"]["accepted"] is True
     assert res.objective <= opt * (1 + 1e-6)
@@ -272,14 +272,14 @@ def test_infeasible_when_memory_needs_a_pipeline_but_links_are_missing() -> None
         g["memory_gb"], g["memory_util"] = 9.0, 1.0  # about half the model each
     data["links"] = []
     inst = Instance.from_dict(data)
-    res = solve(inst, "cpsat", seed=0, time_limit=10, threads=2)
+    res = solve(inst, "cpsat", seed=0, time_limit=600, threads=2)
     assert res.status == "infeasible" and res.plan is None
     assert res.message and "link" in res.message
 
 
 def test_no_solution_is_a_status_not_an_error() -> None:
     inst = Instance.from_dict(by_family("geo", 16, 32, 2, lam=1.0))
-    res = solve(inst, "cpsat", seed=0, time_limit=10, threads=2,
+    res = solve(inst, "cpsat", seed=0, time_limit=600, threads=2,
                 params={"sat.stop_after_presolve": True, "baseline_cutoff": False})
     assert res.status == "no_solution" and res.plan is None
     assert res.message and "no plan" in res.message
@@ -287,7 +287,7 @@ def test_no_solution_is_a_status_not_an_error() -> None:
 
 def test_gap_target_stops_early_but_never_claims_optimality_unproven() -> None:
     inst = Instance.from_dict(by_family("geo", 12, 12, 4, lam=1.0))
-    res = solve(inst, "cpsat", seed=0, time_limit=30, threads=2, gap=0.5)
+    res = solve(inst, "cpsat", seed=0, time_limit=600, threads=2, gap=0.5)
     assert res.status in ("optimal", "feasible")
     assert res.gap is not None and res.gap <= 0.5 + 1e-9
     if res.status == "optimal":
@@ -384,8 +384,8 @@ def test_strengthened_model_agrees_with_the_plain_one(family: str, seed: int, la
     """The redundant constraints change no optimum (a CP-SAT 9.15 presolve fault once made a
     site-bound encoding claim a wrong optimum on geo-8-12 seed 0)."""
     inst = Instance.from_dict(by_family(family, 8, 12, seed, lam=lam))
-    full = solve(inst, "cpsat", seed=0, time_limit=30, threads=2)
-    plain = solve(inst, "cpsat", seed=0, time_limit=30, threads=2,
+    full = solve(inst, "cpsat", seed=0, time_limit=600, threads=2)
+    plain = solve(inst, "cpsat", seed=0, time_limit=600, threads=2,
                   params={"bounds": False, "symmetry": False, "baseline_cutoff": False})
     assert full.status == plain.status == "optimal"
     tol = 3 * max(full.info["scaling"]["tolerance"], plain.info["scaling"]["tolerance"])
@@ -398,11 +398,11 @@ def test_routing_lns_workers_are_kept_out() -> None:
     metro-8-32 (about one run in seven with 2 workers); they are ignored, and repeated runs
     agree with the plain model."""
     inst = Instance.from_dict(by_family("metro", 8, 32, 0, lam=1.0))
-    plain = solve(inst, "cpsat", seed=0, time_limit=30, threads=2,
+    plain = solve(inst, "cpsat", seed=0, time_limit=600, threads=2,
                   params={"bounds": False, "symmetry": False, "baseline_cutoff": False})
     assert plain.status == "optimal"
     for seed in range(6):
-        res = solve(inst, "cpsat", seed=seed, time_limit=30, threads=2)
+        res = solve(inst, "cpsat", seed=seed, time_limit=600, threads=2)
         assert set(cpsat.UNSOUND_SUBSOLVERS) <= set(res.info["ignored_subsolvers"])
         assert res.status == "optimal"
         assert res.objective == pytest.approx(plain.objective, rel=1e-8)

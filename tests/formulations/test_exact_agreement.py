@@ -70,7 +70,7 @@ def test_exact_methods_agree(name: str, data: dict) -> None:
     optimum, _, _ = reference_optimum(inst)
     t_ref, e_ref = normalisers(inst)
     for method in ("bruteforce", *EXACT):
-        res = solve(inst, method, seed=0, time_limit=60, threads=1)
+        res = solve(inst, method, seed=0, time_limit=600, threads=1)
         assert res.status == "optimal", f"{method}: {res.status} {res.message}"
         tol = 1e-9 if method == "bruteforce" else 1e-6
         if method == "cpsat":

@@ -197,7 +197,7 @@ def test_exact_solvers_reach_the_reference_optimum_with_overhead(
     d["training"]["stage_overhead_ms"] = o
     inst = Instance.from_dict(d)
     want = ref.optimum_ref(d).objective
-    res = solve(inst, solver, seed=0, time_limit=60, threads=1)
+    res = solve(inst, solver, seed=0, time_limit=600, threads=1)
     assert res.status == "optimal"
     assert res.objective == pytest.approx(want, rel=1e-6)
     assert res.lower_bound is None or res.lower_bound <= want * (1 + 1e-9)

@@ -166,6 +166,6 @@ def test_solvers_with_reductions_reach_the_reference_optimum(seed: int, solver: 
         d = duplicated(seed, lam, o)
         inst = Instance.from_dict(d)
         want = ref.optimum_ref(d).objective
-        res = solve(inst, solver, seed=0, time_limit=60, threads=1)
+        res = solve(inst, solver, seed=0, time_limit=600, threads=1)
         assert res.status == "optimal"
         assert res.objective == pytest.approx(want, rel=1e-6)

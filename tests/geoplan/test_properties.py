@@ -136,7 +136,7 @@ def check_bruteforce_against_reference(d: dict) -> None:
     inst = Instance.from_dict(d)
     want = ref.optimum_ref(d)
     assert want.plans == ref.space_size(len(d["gpus"]), d["model"]["layers"])
-    res = solve(inst, "bruteforce", seed=0, time_limit=60, threads=1)
+    res = solve(inst, "bruteforce", seed=0, time_limit=600, threads=1)
     if want.plan is None:
         assert res.status == "infeasible" and res.plan is None
         return
