@@ -145,9 +145,9 @@ def stop_scope(flag: StopFlag | None = None, *, signals: bool = True) -> Iterato
         yield flag
     finally:
         _local.flag = None
-        for sig, old in previous.items():
+        for signum, old in previous.items():
             with contextlib.suppress(ValueError, OSError, TypeError):
-                signal.signal(sig, old)
+                signal.signal(signum, old)
 
 
 def call_stoppable(fn: Callable[[], T], stop: StopFlag, cancel: Callable[[], None],
@@ -174,7 +174,7 @@ def call_stoppable(fn: Callable[[], T], stop: StopFlag, cancel: Callable[[], Non
             th.join(poll)
     if "error" in box:
         raise box["error"]
-    return box["value"]  # type: ignore[no-any-return]
+    return box["value"]
 
 
 def test_stop_after() -> tuple[int, int] | None:
