@@ -366,7 +366,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--threads", type=_count, default=None,
                    help="solver threads (default: cores)")
     s.add_argument("--gap", type=float, default=0.0, help="relative gap target (default 0)")
-    s.add_argument("--warm-start", help="a solver name or a plan file")
+    s.add_argument("--warm-start", help="a solver name or a plan file; solvers marked (warm "
+                   "start) below start from it, the others return the better of their plan "
+                   "and it (stderr says which)")
     s.add_argument("--warm-start-param", action="append", type=_param, metavar="KEY=VALUE",
                    help="a parameter of the --warm-start solver (repeatable)")
     s.add_argument("--lambda", dest="lam", type=_lambda)

@@ -254,3 +254,13 @@ def test_a_better_plan_is_kept(three_gpu: Instance, monkeypatch: pytest.MonkeyPa
     res = solve(three_gpu, name, seed=0, warm_start=WARM)
     assert res.plan == best and not res.info["warm_start"].get("returned")
     assert res.info["warm_start"]["accepted"] is True
+
+
+def test_solve_help_lists_the_solvers_and_warm_starts(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["solve", "--help"]) == 0
+    out = capsys.readouterr().out
+    for name in core.solver_names():
+        assert f"\n  {name} " in out
+    assert "(warm start)" in out and "geoplan solvers" in out and "docs/solvers.md" in out
+    assert "the better of their plan" in " ".join(out.split())
