@@ -32,7 +32,7 @@ from ortools.sat.python import cp_model
 from geoplan.cost import evaluate
 from geoplan.cost.bounds import Relaxation as _Relaxation
 from geoplan.cost.bounds import clusters, layer_cap_table, t_iter_bounds
-from geoplan.cost.dominance import dominance_of
+from geoplan.cost.dominance import Dominance, dominance_of
 from geoplan.cost.weights import ObjectiveWeights
 from geoplan.errors import InputError, SolverError
 from geoplan.model.instance import Instance
@@ -323,22 +323,10 @@ class CpsatModel:
         layer counts of identical GPUs into order, until neither applies (the
         moves that justify the symmetry-breaking constraints; they terminate).
         """
-        idx = plan.gpu_indices(self.instance)
-        counts = list(plan.layer_counts)
-        changed = True
-        while changed:
-            changed = False
-            # Moves R and S of geoplan.cost.dominance (identical pairs are dominance pairs too).
-            for i, j in (*self.dominance, *self.identical):
-                if j in idx and i not in idx:
-                    idx[idx.index(j)] = i
-                    changed = True
-            for i, j in self.identical:
-                if i in idx and j in idx:
-                    pi, pj = idx.index(i), idx.index(j)
-                    if counts[pi] < counts[pj]:
-                        idx[pi], idx[pj] = j, i
-                        changed = True
+        # Moves R and S of the one rule (identical pairs are dominance pairs too).
+        rule = Dominance(len(self.x), (*self.dominance, *self.identical), tuple(self.identical),
+                         np.arange(len(self.x)))
+        idx, counts = rule.canonical(plan.gpu_indices(self.instance), plan.layer_counts)
         return Plan.from_indices(self.instance, idx, counts, plan.micro_batch_size)
 
 
@@ -594,7 +582,9 @@ def build_model(
     tmax_ub = min(max(tau_ub), t_ub // m_count)
     tau_ub = [min(t, tmax_ub) for t in tau_ub]
     n_ub = [min(n_ub[i], tmax_ub // cc[i]) if cc[i] > 0 else n_ub[i] for i in range(nn)]
+    ck("scaling")
     relax = _relaxation(instance, cc, cm, mid, last, ov)
+    ck("relaxation")
     tlb = {q: int(v) for q, v in relax.tmax_bounds(tmax_ub).items()}
     q_dom = sorted(tlb)
     infeasible = not q_dom
@@ -910,6 +900,11 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
                                "between consecutive stages (CP-SAT proved the model infeasible)")
     bound = rec.to_bound(solver.best_objective_bound)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        if hint_plan is not None:  # the hinted plan is known feasible: never lose it
+            return Outcome(hint_plan, "feasible", lower_bound=bound, trace=rec.trace, info=info,
+                           message=f"CP-SAT found no plan within {options.time_limit:.3g} s "
+                                   f"(status {solver.status_name(status)}); returning the "
+                                   f"hinted plan ({info.get('hint_source')})")
         return Outcome(None, "no_solution", lower_bound=bound, trace=rec.trace, info=info,
                        message=f"CP-SAT found no plan within {options.time_limit:.3g} s "
                                f"(status {solver.status_name(status)})")

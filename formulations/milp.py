@@ -69,6 +69,15 @@ _HIGHS_TOLERANCES = {
     "dual_feasibility_tolerance": 1e-9,
 }
 MODEL_TOLERANCE = 1e-6  # relative; what the core checks model_objective against
+_PREPARE_S_PER_GPU2 = 2.7e-5  # seconds per N^2 that prepare() takes (measured, N=128..256)
+# Building the Pyomo model and translating it to HiGHS (neither interruptible as a
+# whole): about 2e-4 s per arc plus GPU (3 s for 8k arcs at N=256; measured on one core).
+_BUILD_S_PER_ITEM = 2e-4
+
+
+def _build_estimate(data: MilpData) -> float:
+    """Seconds to build the model of ``data`` and translate it to HiGHS (a rough guide)."""
+    return _BUILD_S_PER_ITEM * (len(data.arcs) + 20 * len(data.gpus))
 _LP_TOLERANCE = 1e-6  # relative margin taken off LP optima before they become bounds
 
 
@@ -530,6 +539,8 @@ def tighten(
 
     from formulations.highs_tools import reset_scheduler
 
+    if deadline - time.perf_counter() < _build_estimate(data):
+        return data, 0  # the LP model would not even be built and translated in time
     try:
         m = build_model(data.instance, data=data, symmetry=True, cuts=True, check=check)
     except BuildAbandoned:
@@ -953,6 +964,11 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
 
     try:
         check("data")
+        # prepare() (bounds, dominance, arcs) cannot be interrupted: about 2.7e-5 N^2 s
+        # (1.75 s at N=256 on one core); do not start it without that time.
+        if options.remaining() < _PREPARE_S_PER_GPU2 * instance.n ** 2:
+            raise BuildAbandoned(options.stop.reason if options.stopped()
+                                 else "building exceeded the budget")
         data = prepare(
             instance,
             None if best is None else best[1],
@@ -976,6 +992,9 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
                                check=check, stopped=options.stopped)
         info["tmax_lb"].update(tightened=data.tmax_lb, lp_rounds=rounds)
     try:
+        if options.remaining() < _build_estimate(data):
+            raise BuildAbandoned(options.stop.reason if options.stopped()
+                                 else "building exceeded the budget")
         t_model = time.perf_counter()
         model = build_model(instance, data=data, symmetry=symmetry, cuts=cuts, check=check)
         # Pyomo's translation to HiGHS cannot be interrupted and takes about twice as

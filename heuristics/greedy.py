@@ -93,8 +93,13 @@ def greedy_chains(
     instance: Instance,
     first: int,
     split: SplitFn,
+    over: Callable[[], bool] | None = None,
 ) -> list[tuple[float, list[int], tuple[int, ...]]]:
-    """The feasible plans (objective, order, counts) of the chain grown from GPU ``first``."""
+    """The feasible plans (objective, order, counts) of the chain grown from GPU ``first``.
+
+    ``over()`` true (the budget spent, or an interrupt) stops the growth once a
+    feasible plan is known (a chain costs seconds at N=256).
+    """
     c = instance.coefficients()
     q_max = min(instance.n, instance.layers)
     linked = instance.has_link & instance.has_link.T
@@ -104,6 +109,8 @@ def greedy_chains(
     if found is not None:
         out.append((found[0], list(chain), found[1]))
     while len(chain) < q_max:
+        if out and over is not None and over():
+            break
         used = set(chain)
         best_key: tuple[float, float, float, int] | None = None
         best_found = None
@@ -150,7 +157,8 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         if tried and options.remaining() <= 0:
             break  # the first start always runs, so a plan comes back whenever it can
         tried += 1
-        for cand in greedy_chains(instance, first, split):
+        for cand in greedy_chains(instance, first, split,
+                                  over=lambda: options.remaining() <= 0):
             if best is None or cand[0] < best[0]:  # strict: earlier chains win ties
                 best = cand
                 seconds = options.elapsed()

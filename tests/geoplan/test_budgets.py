@@ -39,7 +39,7 @@ def test_cpsat_build_checks_between_blocks() -> None:
     inst = Instance.from_dict(by_family("metro", 16, 12, 0))
     steps: list[str] = []
     build_model(inst, check=steps.append)
-    assert steps[:2] == ["circuit", "memory"]
+    assert steps[0] == "circuit" and {"memory", "bounds"} <= set(steps)
     with pytest.raises(BuildAbandoned):
         build_model(inst, check=build_checker(_spent(), "cpsat model"))
 

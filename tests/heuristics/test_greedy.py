@@ -102,9 +102,10 @@ def test_starts_parameter_and_time_budget() -> None:
     assert one.info["starts_tried"] == 1 and one.plan is not None
     spent = SolveOptions(seed=0, time_limit=0.5, start=time.perf_counter() - 1.0)
     late = greedy.solve(inst, spent)
-    # The first (fastest) start always runs; the spent budget stops the rest.
+    # The first (fastest) start always runs until it has a feasible plan (its chain stops
+    # there: a whole chain costs seconds at N=256); the spent budget stops the rest.
     assert late.info["starts_tried"] == 1 and late.info["complete"] is False
-    assert late.plan == one.plan
+    assert late.plan is not None
 
 
 @pytest.mark.parametrize(("key", "bad"), [("split", "dp"), ("starts", 0), ("starts", "all")])
