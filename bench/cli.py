@@ -20,19 +20,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from geoplan.cli import int_at_least
 from geoplan.errors import InputError
 
 __all__ = ["add_bench_parser"]
 
 
-def _workers(text: str) -> int:
-    try:
-        k = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if k < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {k}")
-    return k
+_workers = int_at_least(1, "a positive integer")
 
 
 def _profile(args: argparse.Namespace) -> str:

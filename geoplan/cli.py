@@ -17,7 +17,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -55,25 +55,23 @@ def _positive(text: str) -> float:
     return x
 
 
-def _seed(text: str) -> int:
-    try:
-        x = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") \
-            from None
-    if x < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {x}")
-    return x
+def int_at_least(minimum: int, what: str) -> Callable[[str], int]:
+    """An argparse type: an integer >= ``minimum``, errors saying "expected ``what``"."""
+
+    def parse(text: str) -> int:
+        try:
+            x = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if x < minimum:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {x}")
+        return x
+
+    return parse
 
 
-def _count(text: str) -> int:
-    try:
-        x = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if x < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {x}")
-    return x
+_seed = int_at_least(0, "a non-negative integer")
+_count = int_at_least(1, "a positive integer")
 
 
 def _param(text: str) -> tuple[str, str]:

@@ -981,14 +981,9 @@ class Instance:
 
     def to_dict(self) -> dict[str, Any]:
         """The canonical JSON dict of formats.md."""
-        return {
-            "name": self.name,
-            "gpus": [g.to_dict() for g in self.gpus],
-            "links": self.link_table.to_dicts(),
-            "model": self.model.to_dict(),
-            "training": self.training.to_dict(),
-            "objective": self.objective.to_dict(),
-        }
+        d = self.to_dict_without_links()
+        return {"name": d.pop("name"), "gpus": d.pop("gpus"),
+                "links": self.link_table.to_dicts(), **d}
 
     def to_json(self, path: str | Path | None = None, indent: int | None = 2) -> str:
         text = json.dumps(self.to_dict(), indent=indent)
