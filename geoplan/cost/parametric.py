@@ -1,0 +1,396 @@
+"""The site-aware, bottleneck-parametric lower bound on the objective.
+
+Notation of :mod:`geoplan.cost.bounds`: ``tau_q = n_q c_g + (its links) + o``,
+``T = S + (M - 1) Z`` with ``S = sum tau`` and ``Z = max tau``, and
+``E = T P / 1000 + M D / 1000`` with ``P`` the idle power of the used GPUs and
+``D = sum dyn_g c_g n_g``. The objective is ``a T + b E`` (a, b >= 0).
+
+**Boxes.** The plans are partitioned into boxes ``Q in [qa, qb]`` (stage
+count) by ``Z in [za, zb]`` (bottleneck). In a box every stage satisfies
+``tau <= zb`` and holds at most ``cap(qa)`` layers (memory caps shrink with
+Q), and ``T >= S + (M - 1) za``. So ``min S`` over the *role relaxation*
+below, with those caps, bounds T from below in the box; a best-first search
+splits the box of smallest bound (Q first while the caps differ across its Q
+range, then Z), so the global bound, the minimum over open boxes, rises.
+
+**The role relaxation.** Give each used GPU a role: its send to the previous
+stage is of kind none (first stage), intra-site or inter-site, and so is its
+send to the next stage; a role's price is the least its sends can cost
+(intra priced at the cheapest link of any kind, inter at the cheapest
+inter-site link, a middle's two sends at its two cheapest links to distinct
+GPUs, two inter sends at its two cheapest inter-site links). The relaxation
+asks each used site for *one run*: one GPU that starts it (send back none or
+inter), one that ends it (send forward none or inter; both may be one GPU,
+which then is the whole run) and the others in the middle; exactly one GPU
+overall is first and one last. Why every plan maps into it at no higher
+price: concatenate each site's runs in plan order. The plan's first stage
+still starts its site's first run and its last stage still ends its site's
+last run; every other GPU keeps its layers and only sees inter-site sends
+become intra-site ones, which are priced no higher. Stage times only fall,
+so the caps ``tau <= zb`` still hold. An exact DP over GPUs (grouped by site)
+with state (layers placed, site-run progress, first/last placed) solves the
+relaxation; each GPU's cost is linear in its layer count, so each transition
+is a sliding-window minimum (O(L)).
+
+**Stage count.** The box's Q range enters by Lagrange multiplier: with a
+price ``mu`` per stage, ``V(mu) = min (cost + mu k)`` over configurations of
+any stage count k gives ``cost >= V(mu) - mu qb`` (mu >= 0) or
+``V(mu) - mu qa`` (mu < 0) for every configuration with k in [qa, qb]; mu is
+searched on the stage count of the minimiser (V is concave in mu).
+
+**Energy (b > 0).** In a box, ``X = S + (M - 1) za <= T`` and both X and P
+have lower bounds (X_lo, P_lo, from the same DP with the costs S and P), so
+``X P >= X_lo P + P_lo X - X_lo P_lo`` (McCormick: (X - X_lo)(P - P_lo) >= 0)
+and ``a T + b E >= (a + b P_lo / 1000) X + (b X_lo / 1000) P + (b M / 1000) D
+- b X_lo P_lo / 1000``, which is separable over GPUs: one more DP.
+
+Float results are taken :data:`~geoplan.cost.bounds.FLOAT_MARGIN` low; stage
+caps admit ``n`` up to a relative 1e-12 above ``zb`` so rounding never
+excludes a plan.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from geoplan.cost import bounds
+from geoplan.cost.coefficients import Coefficients
+from geoplan.cost.weights import ObjectiveWeights
+
+__all__ = ["ParametricBound", "parametric_bound", "role_prices"]
+
+_INF = math.inf
+_CAP_TOL = 1e-12
+#: Boxes narrower than this (relative Z width) are not split further.
+_Z_RESOLUTION = 1e-6
+
+# Roles: (kind of the send back, kind of the send forward); 0 none, 1 intra, 2 inter.
+_ROLE_PREV = np.array([1, 0, 2, 1, 1, 0, 0, 2, 2], np.int64)
+_ROLE_NEXT = np.array([1, 1, 1, 0, 2, 0, 2, 0, 2], np.int64)
+N_ROLES = 9
+
+
+def role_prices(comm: np.ndarray, cluster: np.ndarray) -> np.ndarray:
+    """Per GPU and role (the nine ``(prev, next)`` kinds), the least its sends cost (inf: none).
+
+    Only pairs linked both ways can be consecutive stages, so only those count.
+    """
+    n = comm.shape[0]
+    both = np.isfinite(comm) & np.isfinite(comm.T)
+    np.fill_diagonal(both, False)
+    out = np.full((n, N_ROLES), _INF)
+    for g in range(n):
+        js = np.nonzero(both[g])[0]
+        d_all = np.sort(comm[g, js])
+        d_x = np.sort(comm[g, js[cluster[js] != cluster[g]]])
+        c_in = d_all[0] if d_all.size else _INF
+        c_x = d_x[0] if d_x.size else _INF
+        m2 = d_all[0] + d_all[1] if d_all.size >= 2 else _INF
+        x2 = d_x[0] + d_x[1] if d_x.size >= 2 else _INF
+        out[g] = (m2, c_in, c_x + c_in, c_in, c_in + c_x, 0.0, c_x, c_x, x2)
+    return out
+
+
+@njit(cache=True)
+def _window(src, srck, dst, dstk, L, cap, sigma, kappa):  # pragma: no cover - compiled
+    """dst[l] = min(dst[l], kappa + sigma l + min_{l-cap <= m <= l-1} (src[m] - sigma m)), k + 1."""
+    dq = np.empty(L + 1, np.int64)
+    head = 0
+    tail = 0
+    for ell in range(1, L + 1):
+        m = ell - 1
+        v = src[m]
+        if v < np.inf:
+            key = v - sigma * m
+            while tail > head and src[dq[tail - 1]] - sigma * dq[tail - 1] >= key:
+                tail -= 1
+            dq[tail] = m
+            tail += 1
+        while tail > head and dq[head] < ell - cap:
+            head += 1
+        if tail > head:
+            b = dq[head]
+            val = src[b] - sigma * b + sigma * ell + kappa
+            if val < dst[ell]:
+                dst[ell] = val
+                dstk[ell] = srck[b] + 1
+
+
+@njit(cache=True)
+def _relaxation_dp(L, order, site_last, comp, prices, capmid, caplast, z_hi, o,
+                   ws, wp, wd, idle, dyn, mu):  # pragma: no cover - compiled
+    """min over role configurations of sum (ws tau + wp idle + wd dyn c n + mu); (value, k).
+
+    State: layers placed, site-run progress sl (0 none, 1 middles only, 2
+    start, 3 end, 4 start and end, 5 a single-GPU run) and the first/last
+    flags gl (bit 0 first placed, bit 1 last placed).
+    """
+    n_st = 24
+    V = np.full((n_st, L + 1), np.inf)
+    K = np.zeros((n_st, L + 1), np.int64)
+    V[0, 0] = 0.0
+    W = V.copy()
+    KW = K.copy()
+    for pos in range(order.shape[0]):
+        g = order[pos]
+        W[:, :] = V
+        KW[:, :] = K
+        c = comp[g]
+        sigma = (ws + wd * dyn[g]) * c
+        for r in range(9):
+            price = prices[g, r]
+            if not price < np.inf:
+                continue
+            pk = _ROLE_PREV[r]
+            nk = _ROLE_NEXT[r]
+            mem = caplast[g] if nk == 0 else capmid[g]
+            room = z_hi * (1.0 + 1e-12) - price - o
+            if room < c:
+                continue
+            cap = int(room // c) if c > 0 else L
+            while cap > 1 and cap * c + price + o > z_hi * (1.0 + 1e-12):
+                cap -= 1
+            if cap > mem:
+                cap = mem
+            if cap > L:
+                cap = L
+            if cap < 1:
+                continue
+            kappa = ws * (price + o) + wp * idle[g] + mu
+            is_start = pk != 1
+            is_end = nk != 1
+            for sl in range(6):
+                if sl == 5:
+                    continue  # a single-GPU run takes no more GPUs
+                if is_start and is_end:
+                    if sl != 0:
+                        continue
+                    nsl = 5
+                elif is_start:
+                    if sl == 2 or sl == 4:
+                        continue
+                    nsl = 4 if sl == 3 else 2
+                elif is_end:
+                    if sl == 3 or sl == 4:
+                        continue
+                    nsl = 4 if sl == 2 else 3
+                else:
+                    nsl = 1 if sl == 0 else sl
+                for gl in range(4):
+                    ngl = gl
+                    if pk == 0:
+                        if gl & 1:
+                            continue
+                        ngl |= 1
+                    if nk == 0:
+                        if gl & 2:
+                            continue
+                        ngl |= 2
+                    s = sl * 4 + gl
+                    t = nsl * 4 + ngl
+                    _window(V[s], K[s], W[t], KW[t], L, cap, sigma, kappa)
+        V, W = W, V
+        K, KW = KW, K
+        if site_last[pos]:
+            for gl in range(4):
+                for sl in (1, 2, 3):
+                    V[sl * 4 + gl, :] = np.inf
+                for sl in (4, 5):
+                    s = sl * 4 + gl
+                    for ell in range(L + 1):
+                        if V[s, ell] < V[gl, ell]:
+                            V[gl, ell] = V[s, ell]
+                            K[gl, ell] = K[s, ell]
+                    V[s, :] = np.inf
+    return V[3, L], K[3, L]
+
+
+@dataclass(frozen=True)
+class ParametricBound:
+    """The outcome of :func:`parametric_bound`: a proven lower bound on the objective."""
+
+    value: float  #: every feasible plan's objective is >= value (inf: no plan exists)
+    boxes: int  #: boxes evaluated
+    dp_calls: int
+    seconds: float
+    exhausted: bool  #: no open box can be refined further (or all are above the incumbent)
+
+
+class _Boxes:
+    """The data one instance's boxes share, and the evaluation of one box."""
+
+    def __init__(self, c: Coefficients, layers: int, cluster: np.ndarray,
+                 weights: ObjectiveWeights) -> None:
+        self.L = int(layers)
+        self.q_max = min(c.n, self.L)
+        self.comp = np.ascontiguousarray(c.comp_ms, np.float64)
+        self.o = float(c.overhead_ms)
+        self.M = float(c.micro_batches)
+        self.a, self.b = float(weights.a), float(weights.b)
+        self.idle = np.ascontiguousarray(c.idle_w, np.float64)
+        self.dyn = np.ascontiguousarray(c.dyn_w, np.float64)
+        cl = np.asarray(cluster, np.int64)
+        self.order = np.argsort(cl, kind="stable").astype(np.int64)
+        ordered = cl[self.order]
+        self.site_last = np.append(ordered[1:] != ordered[:-1], True)
+        self.prices = role_prices(np.asarray(c.comm_ms, np.float64), cl)
+        self.mid, self.last = bounds.layer_cap_table(c, self.L, self.q_max)
+        relax = bounds.Relaxation.from_coefficients(c, self.L, cl, self.q_max)
+        worst = bounds.tmax_worst(float(np.max(self.comp)), float(np.max(
+            np.where(np.isfinite(c.comm_ms), c.comm_ms, 0.0))), self.L, self.o)
+        self.tlb = relax.tmax_bounds(worst * (1 + 1e-9))
+        self.z_worst = worst
+        self.dp_calls = 0
+
+    def zmin(self, qa: int, qb: int) -> float:
+        """The least bottleneck any plan with Q in [qa, qb] has (inf: none)."""
+        return min((self.tlb[q] for q in range(qa, qb + 1) if q in self.tlb), default=_INF)
+
+    def caps_differ(self, qa: int, qb: int) -> bool:
+        return bool(np.any(self.mid[qa] != self.mid[qb]) or np.any(self.last[qa] != self.last[qb]))
+
+    def _dp(self, qa: int, z_hi: float, ws: float, wp: float, wd: float,
+            mu: float) -> tuple[float, int]:
+        self.dp_calls += 1
+        v, k = _relaxation_dp(self.L, self.order, self.site_last, self.comp, self.prices,
+                              self.mid[qa], self.last[qa], z_hi, self.o, ws, wp, wd,
+                              self.idle, self.dyn, mu)
+        return float(v), int(k)
+
+    def _lagrange(self, qa: int, qb: int, z_hi: float, ws: float, wp: float, wd: float,
+                  scale: float) -> float:
+        """max over mu of V(mu) - mu (qb if mu >= 0 else qa): a bound for k in [qa, qb]."""
+        v, k = self._dp(qa, z_hi, ws, wp, wd, 0.0)
+        if not math.isfinite(v) or qa <= k <= qb:
+            return v
+        best = v
+        sign = 1.0 if k > qb else -1.0
+
+        def val(mu: float) -> tuple[float, int]:
+            vv, kk = self._dp(qa, z_hi, ws, wp, wd, mu)
+            return vv - mu * (qb if mu >= 0 else qa), kk
+
+        lo, hi = 0.0, None
+        step = scale
+        for _ in range(6):
+            lv, kk = val(sign * step)
+            if not math.isfinite(lv):
+                break
+            best = max(best, lv)
+            if (sign > 0 and kk <= qb) or (sign < 0 and kk >= qa):
+                hi = step
+                break
+            lo, step = step, step * 4
+        if hi is None:
+            return best
+        for _ in range(5):
+            m = 0.5 * (lo + hi)
+            lv, kk = val(sign * m)
+            best = max(best, lv)
+            if (sign > 0 and kk <= qb) or (sign < 0 and kk >= qa):
+                hi = m
+            else:
+                lo = m
+        return best
+
+    def evaluate(self, qa: int, qb: int, za: float, zb: float) -> float:
+        """A lower bound on the objective of every plan with Q in [qa, qb], Z in [za, zb]."""
+        za = max(za, self.zmin(qa, qb))
+        if za > zb:
+            return _INF
+        scale = float(np.median(self.comp)) + self.o + max(float(np.min(self.prices)), 0.0)
+        s_lo = self._lagrange(qa, qb, zb, 1.0, 0.0, 0.0, scale)
+        if not math.isfinite(s_lo):
+            return _INF
+        x_lo = s_lo + (self.M - 1.0) * za
+        if self.b <= 0.0:
+            return bounds._below(self.a * x_lo)
+        p_lo = self._lagrange(qa, qb, zb, 0.0, 1.0, 0.0, float(np.median(self.idle)))
+        ws = self.a + self.b * p_lo / 1e3
+        wp = self.b * x_lo / 1e3
+        wd = self.b * self.M / 1e3
+        w_scale = ws * scale + wp * float(np.median(self.idle))
+        rest = self._lagrange(qa, qb, zb, ws, wp, wd, w_scale)
+        return bounds._below(rest + ws * (self.M - 1.0) * za - self.b * x_lo * p_lo / 1e3)
+
+
+def parametric_bound(
+    c: Coefficients,
+    layers: int,
+    cluster: np.ndarray,
+    weights: ObjectiveWeights,
+    *,
+    incumbent: float | None = None,
+    deadline: float | None = None,
+    max_boxes: int | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> ParametricBound:
+    """The best-first box search of the module docstring; a proven bound on ``a T + b E``.
+
+    ``incumbent``: the objective of a known plan (boxes at or above it are
+    closed, and Z is capped by what such a plan allows). Stops at
+    ``deadline`` (``time.perf_counter()``), after ``max_boxes`` box
+    evaluations (a deterministic stop), when ``stop()`` is true, or when no
+    open box can be refined. The value returned is always proven: the minimum
+    over the open boxes (and the incumbent, if every box reached it).
+    """
+    t0 = time.perf_counter()
+    bx = _Boxes(c, layers, cluster, weights)
+    ub = _INF if incumbent is None else float(incumbent)
+    z_hi = bx.z_worst * (1 + 1e-9)
+    if math.isfinite(ub):
+        M, a, b = bx.M, bx.a, bx.b
+        t_cap = bounds.t_iter_cap(ub, a, b, float(np.min(bx.idle)),
+                                  float(np.min(bx.dyn * bx.comp)), M, bx.L)
+        z_hi = min(z_hi, t_cap / M * (1 + 1e-9))
+    z_lo = bx.zmin(1, bx.q_max)
+    if not math.isfinite(z_lo) or z_lo > z_hi:
+        val = ub if math.isfinite(ub) else _INF
+        return ParametricBound(val, 0, 0, time.perf_counter() - t0, True)
+    heap: list[tuple[float, int, int, int, float, float]] = []
+    counter = 0
+    n_boxes = 0
+
+    def push(qa: int, qb: int, za: float, zb: float, parent: float = -_INF) -> None:
+        nonlocal counter, n_boxes
+        # A box inside its parent keeps the parent's bound (the multiplier search may miss).
+        v = max(bx.evaluate(qa, qb, za, zb), parent)
+        n_boxes += 1
+        if v < ub:
+            counter += 1
+            heapq.heappush(heap, (v, counter, qa, qb, za, zb))
+
+    push(1, bx.q_max, z_lo, z_hi)
+    exhausted = False
+    while heap:
+        if (deadline is not None and time.perf_counter() >= deadline) or (
+                max_boxes is not None and n_boxes >= max_boxes) or (stop is not None and stop()):
+            break
+        v, _, qa, qb, za, zb = heap[0]
+        if qa < qb and bx.caps_differ(qa, qb):
+            heapq.heappop(heap)
+            qm = (qa + qb) // 2
+            push(qa, qm, za, zb, v)
+            push(qm + 1, qb, za, zb, v)
+            continue
+        za_eff = max(za, bx.zmin(qa, qb))
+        if zb - za_eff <= _Z_RESOLUTION * zb:
+            exhausted = True  # the least box is final: the bound cannot rise any more
+            break
+        heapq.heappop(heap)
+        zm = 0.5 * (za_eff + zb)
+        push(qa, qb, za_eff, zm, v)
+        push(qa, qb, zm, zb, v)
+    if not heap:
+        exhausted = True
+    # Box values are already taken FLOAT_MARGIN low; the incumbent is a plan's own value.
+    value = min(heap[0][0], ub) if heap else ub
+    return ParametricBound(float(value), n_boxes, bx.dp_calls, time.perf_counter() - t0,
+                           exhausted)
