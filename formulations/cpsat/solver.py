@@ -1,0 +1,205 @@
+"""The registered solver ``cpsat``: its parameters, :func:`solve` and :data:`SPEC`.
+
+:class:`CpsatParams` parses ``--param``; :func:`solve` builds the model, hints a
+plan, runs CP-SAT with the settings of docs/cpsat.md and reads the plan back;
+:func:`_abandoned` answers when the build runs out of budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ortools.sat.python import cp_model
+
+from formulations.cpsat.build import build_model
+from formulations.cpsat.callbacks import _Recorder
+from formulations.cpsat.start import _warm_plan
+from geoplan.cost import evaluate
+from geoplan.errors import InputError, SolverError
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
+from geoplan.solving.core import SolveOptions
+from geoplan.solving.params import SolverParams, param
+from geoplan.solving.registry import SolverSpec
+from geoplan.solving.result import Outcome, TraceRow
+from geoplan.solving.stop import call_stoppable
+
+#: CP-SAT workers not trusted with this model (see :func:`solve`).
+UNSOUND_SUBSOLVERS = ("routing_path_lns", "routing_random_lns", "routing_full_path_lns")
+
+
+@dataclass(frozen=True)
+class CpsatParams(SolverParams):
+    """Parameters of ``cpsat`` (``--param KEY=VALUE``)."""
+
+    LABEL: ClassVar[str] = "cpsat"
+
+    precision: float | None = param(
+        None, "target relative rounding error per coefficient (none: the finest that fits)",
+        above=0.0, below=1.0)
+    symmetry: bool = param(True, "dominance and identical-GPU symmetry breaking")
+    bounds: bool = param(True, "per-Q bottleneck and sum bounds, other redundant constraints")
+    baseline_cutoff: bool = param(True, "the Metis-default plan caps the objective")
+    log: bool = param(False, "CP-SAT search log on stdout")
+    sat: Mapping[str, Any] = param(None, "any CP-SAT SatParameters field (value read as JSON)",
+                                   prefix="sat.")
+
+
+def solve(instance: Instance, options: SolveOptions) -> Outcome:
+    """Registered solver ``cpsat``: build, hint, solve, read the plan back."""
+    params = CpsatParams.parse(options.params)
+    uppers = list(options.warm_start)
+    base: Plan | None = None
+    if params.baseline_cutoff:
+        from geoplan.cost.baseline import metis_default_plan
+
+        base = metis_default_plan(instance)
+        if base is not None:
+            uppers.append(base)
+    from formulations.milp import BuildAbandoned, build_checker
+
+    try:
+        built = build_model(
+            instance,
+            precision=params.precision,
+            symmetry=params.symmetry,
+            bounds=params.bounds,
+            upper_plans=uppers,
+            check=build_checker(options, "cpsat model"),
+        )
+    except BuildAbandoned as exc:
+        return _abandoned(instance, uppers, str(exc), options)
+    sc = built.scaling
+    info: dict[str, Any] = {
+        "scaling": sc.to_dict(),
+        "dominance_pairs": len(built.dominance),
+        "identical_pairs": len(built.identical),
+        "stage_counts": built.q_domain,
+        "objective_cutoff": None if built.cutoff is None else built.cutoff / sc.obj_scale,
+    }
+    hint_obj: int | None = None
+    hint_plan: Plan | None = None
+    if options.warm_start:
+        hint_plan, extra = _warm_plan(built, options.warm_start)
+        info.update(extra)
+        info["hint_source"] = "warm_start" if hint_plan is not None else None
+    elif base is not None:
+        # Without a warm start the baseline that caps the objective is also the hint, so
+        # that CP-SAT has a plan from the start.
+        hint_plan, _ = _warm_plan(built, (base,))
+        info["hint_source"] = "metis-default" if hint_plan is not None else None
+    if hint_plan is not None:
+        hint_obj = built.add_hint(hint_plan)
+
+    solver = cp_model.CpSolver()
+    p = solver.parameters
+    p.max_time_in_seconds = max(options.remaining(), 1e-3)
+    p.random_seed = int(options.seed) % (2**31)
+    p.num_workers = options.threads
+    p.relative_gap_limit = options.gap
+    p.log_search_progress = params.log
+    # Interrupts reach CP-SAT through options.stop (stop_search below), SIGTERM too.
+    p.catch_sigint_signal = False
+    # CP-SAT 9.15's routing LNS workers sometimes end the whole search ("#Done") on this
+    # circuit-with-optional-nodes model and report a suboptimal plan as OPTIMAL (seen on
+    # metro-8-32: 6 of 40 runs with 2 workers, none with these workers ignored).
+    p.ignore_subsolvers.extend(UNSOUND_SUBSOLVERS)
+    for key, value in params.sat.items():  # expert pass-through, e.g. sat.linearization_level=2
+        try:
+            if isinstance(value, list):
+                getattr(p, key).extend(value)
+            else:
+                setattr(p, key, value)
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise InputError(f"params.sat.{key}", value, f"not a CP-SAT parameter: {exc}") \
+                from None
+    info["ignored_subsolvers"] = list(p.ignore_subsolvers)
+    rec = _Recorder(built, options)
+    solver.best_bound_callback = rec.on_bound
+
+    def run() -> Any:
+        # In a helper thread, so that a signal handler runs at once and stops the
+        # search through CP-SAT's own stop_search (never by killing it).
+        return call_stoppable(lambda: solver.solve(built.model, rec), options.stop,
+                              solver.stop_search)
+
+    status = run()
+    if status == cp_model.INFEASIBLE and hint_plan is not None and options.remaining() > 0:
+        # The hinted plan satisfies the model, so INFEASIBLE is a solver fault (CP-SAT 9.15 has
+        # known presolve bugs of this kind): solve again without presolve.
+        info["presolve_retry"] = True
+        p.cp_model_presolve = False
+        p.max_time_in_seconds = max(options.remaining(), 1e-3)
+        status = run()
+    info["cpsat_status"] = solver.status_name(status)
+    info["solutions"] = rec.solutions
+    info["wall_s_cpsat"] = solver.wall_time
+    if options.warm_start:
+        accepted = (hint_obj is not None and rec.first_objective is not None
+                    and rec.first_objective <= hint_obj)
+        info["warm_start_accepted"] = accepted
+        if hint_plan is not None and rec.first_plan is not None:
+            info["warm_start_first_is_hint"] = rec.first_plan == hint_plan
+
+    if status == cp_model.MODEL_INVALID:
+        raise SolverError(f"cpsat: invalid model: {built.model.validate()}")
+    if status == cp_model.INFEASIBLE:
+        return Outcome(None, "infeasible", trace=rec.trace, info=info,
+                       message="no plan meets the memory caps with links in both directions "
+                               "between consecutive stages (CP-SAT proved the model infeasible)")
+    bound = rec.to_bound(solver.best_objective_bound)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        if hint_plan is not None:  # the hinted plan is known feasible: never lose it
+            return Outcome(hint_plan, "feasible", lower_bound=bound, trace=rec.trace, info=info,
+                           message=f"CP-SAT found no plan within {options.time_limit:.3g} s "
+                                   f"(status {solver.status_name(status)}); returning the "
+                                   f"hinted plan ({info.get('hint_source')})")
+        return Outcome(None, "no_solution", lower_bound=bound, trace=rec.trace, info=info,
+                       message=f"CP-SAT found no plan within {options.time_limit:.3g} s "
+                               f"(status {solver.status_name(status)})")
+    plan = built.decode(solver.value)
+    obj_int = int(solver.value(built.objective))
+    # OPTIMAL is also reported when the relative-gap target is met: then check the proof
+    # (with float slack, as the bound is a double).
+    proven = status == cp_model.OPTIMAL and (
+        options.gap == 0 or solver.best_objective_bound >= obj_int * (1 - 1e-15) - 0.5)
+    info["model_objective_int"] = obj_int
+    return Outcome(
+        plan=plan,
+        status="optimal" if proven else "feasible",
+        lower_bound=bound,
+        model_objective=obj_int / sc.obj_scale,
+        model_tolerance=sc.tolerance,
+        trace=rec.trace,
+        info=info,
+    )
+
+
+def _abandoned(instance: Instance, plans: Sequence[Plan], reason: str,
+               options: SolveOptions) -> Outcome:
+    """The model could not be built in the budget: the best known plan, as at a time-out."""
+    best: tuple[float, Plan] | None = None
+    for p in plans:
+        try:
+            ev = evaluate(instance, p)
+        except InputError:
+            continue
+        if ev.feasible and (best is None or ev.objective < best[0]):
+            best = (ev.objective, p)
+    info: dict[str, Any] = {"model": f"abandoned: {reason}"}
+    if options.warm_start:
+        info["warm_start_accepted"] = False
+    if best is None:
+        return Outcome(None, "no_solution", info=info,
+                       message=f"cpsat: model abandoned ({reason}) before any plan was found")
+    row = TraceRow(options.elapsed(), best[0], None)
+    options.callbacks.on_improvement(row.seconds, row.incumbent, None)
+    return Outcome(best[1], "feasible", trace=[row], info=info,
+                   message=f"cpsat: model abandoned ({reason}); the best known plan "
+                   "(warm start or Metis default)")
+
+
+SPEC = SolverSpec("cpsat", solve, "exact", "CP-SAT model in OR-Tools (integer-scaled times)",
+                  warm_start=True, params=CpsatParams)
