@@ -398,7 +398,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(func=cmd_space)
 
     g = sub.add_parser("generate", help="write a generated instance")
-    g.add_argument("family", help="paper, geo or metro")
+    g.add_argument("family", help="paper, geo, metro or cloud (docs/catalog.md)")
     g.add_argument("--n", type=int, required=True,
                    help="number of GPUs (at most 4096: instances are fully linked)")
     g.add_argument("--layers", type=int, required=True, help="layers (at most 1024)")

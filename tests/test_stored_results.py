@@ -34,7 +34,7 @@ def _rows() -> list[dict[str, Any]]:
 def _build(spec: dict[str, Any]) -> dict[str, Any]:
     kw = {k: v for k, v in spec.items() if k not in ("generator", "normalise_by")}
     g = spec["generator"]
-    if g in ("paper", "geo", "metro"):
+    if g in ("paper", "geo", "metro", "cloud"):
         return gen.by_family(g, kw.pop("n"), kw.pop("layers"), kw.pop("seed"), **kw)
     if g == "table7":
         return gen.table7(**kw)

@@ -101,6 +101,7 @@ GENERATORS: dict[str, tuple[Callable[..., dict[str, Any]], str, tuple[str, ...]]
     "paper": (_family("paper"), "paper_mix", ("n", "layers", "seed")),
     "geo": (_family("geo"), "geo", ("n", "layers", "seed")),
     "metro": (_family("metro"), "metro", ("n", "layers", "seed")),
+    "cloud": (_family("cloud"), "cloud", ("n", "layers", "seed")),
     "table7": (_table7, "table7", ("layers", "seed")),
     "three_site": (
         _three_site, "three_site_instance",
@@ -114,7 +115,7 @@ def _generator_params(gen: str, func_name: str) -> set[str]:
     import geoplan.model.generators as g
 
     out = set(inspect.signature(getattr(g, func_name)).parameters) - {"name", "n_gpus"}
-    return out | {"n"} if gen in ("paper", "geo", "metro") else out
+    return out | {"n"} if gen in ("paper", "geo", "metro", "cloud") else out
 
 
 # --------------------------------------------------------------------------- records

@@ -8,30 +8,37 @@ is written explicitly. The families and their ranges (see ``docs/catalog.md``):
   MIG-like compute fractions), 0.1 ms / 100 Gbps inside a site;
 * ``geo``: three or more sites far apart: 5-50 ms, 1-10 Gbps across sites;
 * ``metro``: sites in one metro area: 0.5-2 ms, 10-40 Gbps across sites;
+* ``cloud``: cloud pools of identical nodes (default 8 GPUs) over 4-8 regions:
+  NVLink-class links inside a node, a datacenter network between the nodes of a
+  region, 10-250 ms / 0.3-10 Gbps WAN links (asymmetric) between regions;
 
 plus :func:`table7` (GeoTrain 6.7) and :func:`three_site_instance` (GeoTrain 6.6).
 
 Each generated instance is checked to admit a memory-feasible plan (all site pairs
 are linked, so any GPU order is connected); where the draw does not fit the model,
 the GPU with the least effective memory is upgraded to the largest type of the
-mix, deterministically, until it fits.
+mix, deterministically, until it fits (``cloud``: the whole node, so its GPUs stay
+identical).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from geoplan.errors import InputError
-from geoplan.model.catalog import gpu_type
+from geoplan.model.catalog import GPU_TYPES, gpu_type
 from geoplan.model.network import expand_network, site_label, three_site
 
 __all__ = [
     "CLOUD_MIX",
+    "CLOUD_NODE_SIZE",
+    "CLOUD_REGIONS",
+    "CLOUD_TYPES",
     "FAMILIES",
     "FAMILY_RANGES",
     "PAPER_MIX",
@@ -39,6 +46,8 @@ __all__ = [
     "TABLE7_COUNTS",
     "FamilyRanges",
     "by_family",
+    "cloud",
+    "cloud_node_of",
     "example_instances",
     "geo",
     "memory_feasible",
@@ -69,6 +78,10 @@ CLOUD_MIX: dict[str, float] = {
     "A30": 0.15,
     "L4": 0.1,
 }
+#: ``cloud``: GPUs per node (default), types per instance and regions (both ends included).
+CLOUD_NODE_SIZE = 8
+CLOUD_TYPES: tuple[int, int] = (2, 4)
+CLOUD_REGIONS: tuple[int, int] = (4, 8)
 #: GPU counts of :func:`table7` (the paper does not give them): A30, A100 PCIe, A100 SXM.
 TABLE7_COUNTS: dict[str, int] = {"A30": 5, "A100-PCIe-40GB": 5, "A100-SXM-80GB": 4}
 
@@ -81,6 +94,9 @@ class FamilyRanges:
     bandwidth times independent factors drawn from ``reverse_factor``, clipped to
     the family's range. ``site_homogeneity`` is the probability that a GPU has its
     site's dominant type (0: every GPU drawn from the mix independently).
+    ``node_*`` (``cloud`` only) are the links inside a node; there ``intra_*`` are
+    the links between the nodes of one site (region) and ``inter_*`` those across
+    regions.
     """
 
     compute_util: Range
@@ -92,6 +108,8 @@ class FamilyRanges:
     reverse_factor: Range = (0.8, 1.25)
     site_homogeneity: float = 0.0
     min_sites: int = 1
+    node_latency_ms: Range | None = None
+    node_bandwidth_gbps: Range | None = None
 
 
 FAMILY_RANGES: dict[str, FamilyRanges] = {
@@ -122,6 +140,21 @@ FAMILY_RANGES: dict[str, FamilyRanges] = {
         inter_bandwidth_gbps=(10.0, 40.0),
         site_homogeneity=0.7,
         min_sites=3,
+    ),
+    # Dedicated cloud GPUs; NVLink 3/4 carry 300-450 GB/s per direction (2400-3600
+    # Gbps), PCIe-class nodes less: 1200-3600 Gbps at 1-10 us. The datacenter
+    # network is 100-400 Gbps RDMA per GPU at 5-50 us. The WAN between regions:
+    # DT-FM's AWS measurements (network.DTFM_AWS_LINKS) span 11-265 ms and 0.33-1.16
+    # Gbps per connection; up to 10 Gbps stands for multi-stream or dedicated links.
+    "cloud": FamilyRanges(
+        compute_util=(0.6, 1.0),
+        memory_util=(0.85, 0.95),
+        intra_latency_ms=(0.005, 0.05),
+        intra_bandwidth_gbps=(100.0, 400.0),
+        inter_latency_ms=(10.0, 250.0),
+        inter_bandwidth_gbps=(0.3, 10.0),
+        node_latency_ms=(0.001, 0.01),
+        node_bandwidth_gbps=(1200.0, 3600.0),
     ),
 }
 FAMILIES: tuple[str, ...] = tuple(FAMILY_RANGES)
@@ -455,11 +488,180 @@ def metro(
     )
 
 
-_BY_FAMILY = {"paper": paper_mix, "geo": geo, "metro": metro}
+def cloud_node_of(gpu_id: str) -> int:
+    """The node index of a ``cloud`` GPU id ``{site}-n{node}-g{k}`` (e.g. ``b-n3-g5`` -> 3)."""
+    try:
+        return int(gpu_id.split("-")[-2][1:])
+    except (IndexError, ValueError):
+        raise InputError("gpus.id", gpu_id, "not a cloud GPU id {site}-n{node}-g{k}") from None
+
+
+def cloud(
+    n: int,
+    layers: int,
+    seed: int,
+    hidden: int = 2048,
+    seq_len: int = 2048,
+    vocab: int = 50257,
+    batch_size: int = 32,
+    micro_batch_size: int = 1,
+    mix: Mapping[str, float] | None = None,
+    n_sites: int | None = None,
+    node_size: int = CLOUD_NODE_SIZE,
+    lam: float = 1.0,
+    name: str | None = None,
+) -> dict[str, Any]:
+    """Cloud pools: identical nodes of ``node_size`` GPUs in 4-8 regions (sites).
+
+    ``ceil(n / node_size)`` nodes; when ``node_size`` does not divide ``n`` the last
+    node is partial (``n mod node_size`` GPUs). Nodes are split over the regions as
+    evenly as possible (earlier regions get the extra; the partial node is in the
+    last region). Regions default to a draw in :data:`CLOUD_REGIONS`, at most one
+    per node. The instance offers 2-4 types (:data:`CLOUD_TYPES`) from the catalog:
+    one training-class type (>= 80 GB, so large models fit as in the other
+    families) and the rest from the other catalog types; each node takes one of
+    them uniformly (with ``mix``: drawn from ``mix`` by weight instead).
+
+    A node's GPUs share type, compute and memory fractions, site and power, and
+    every GPU of a node has the same links: ``node_*`` inside the node (drawn per
+    node, symmetric), ``intra_*`` to the other nodes of its region (per region,
+    symmetric), ``inter_*`` to other regions (per ordered region pair; the reverse
+    direction as in :class:`FamilyRanges`). So the GPUs of a node are
+    interchangeable (identical in :mod:`geoplan.cost.dominance`). GPU ids read
+    ``{site}-n{node}-g{k}`` (node: global index, k: position in the node).
+    Ranges in ``FAMILY_RANGES["cloud"]``.
+    """
+    ranges = FAMILY_RANGES["cloud"]
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise InputError("n", n, "expected a positive number of GPUs")
+    if isinstance(node_size, bool) or not isinstance(node_size, int) or node_size < 1:
+        raise InputError("node_size", node_size, "expected a positive number of GPUs per node")
+    n_nodes = -(-n // node_size)
+    if n_sites is not None and (not isinstance(n_sites, int) or not 1 <= n_sites <= n_nodes):
+        raise InputError("n_sites", n_sites, f"expected 1..{n_nodes} regions (one node at least)")
+    mix_checked = None if mix is None else _check_mix(mix)
+    model = _model(layers, hidden, seq_len, vocab)
+    training = _training(batch_size, micro_batch_size)
+    rng = _rng(seed)
+
+    if mix_checked is None:
+        # Catalog order is fixed, so the draw depends on the seed alone.
+        big = [t for t, g in GPU_TYPES.items() if g.memory_gb >= 80]
+        rest = [t for t in GPU_TYPES if t not in big]
+        k = int(rng.integers(CLOUD_TYPES[0], CLOUD_TYPES[1] + 1))
+        names = [big[int(rng.integers(len(big)))]]
+        names += [rest[int(i)] for i in rng.choice(len(rest), size=k - 1, replace=False)]
+        weights = np.full(k, 1.0 / k)
+    else:
+        names, weights = mix_checked
+    if n_sites is None:
+        n_sites = min(n_nodes, int(rng.integers(CLOUD_REGIONS[0], CLOUD_REGIONS[1] + 1)))
+    sites = [site_label(s) for s in range(n_sites)]
+    node_site = np.repeat(np.arange(n_sites), _site_counts(n_nodes, n_sites))
+    sizes = [node_size] * (n_nodes - 1) + [n - node_size * (n_nodes - 1)]
+
+    # One row per node: type, fractions, and its NVLink-class link.
+    nodes: list[dict[str, Any]] = []
+    for s in node_site.tolist():
+        nodes.append({
+            "site": sites[s],
+            "type": names[int(rng.choice(len(names), p=weights))],
+            "cu": _uniform(rng, ranges.compute_util, 3),
+            "mu": _uniform(rng, ranges.memory_util, 3),
+        })
+    _ensure_nodes_fit(nodes, sizes, model, training, _largest(names))
+    assert ranges.node_latency_ms is not None and ranges.node_bandwidth_gbps is not None  # mypy
+    node_lat = [_uniform(rng, ranges.node_latency_ms, 6) for _ in nodes]
+    node_bw = [_uniform(rng, ranges.node_bandwidth_gbps, 1) for _ in nodes]
+    dc_lat = [_uniform(rng, ranges.intra_latency_ms, 5) for _ in sites]
+    dc_bw = [_uniform(rng, ranges.intra_bandwidth_gbps, 2) for _ in sites]
+    wan_lat = np.zeros((n_sites, n_sites))
+    wan_bw = np.zeros((n_sites, n_sites))
+    for a in range(n_sites):
+        for b in range(a + 1, n_sites):
+            lat = _uniform(rng, ranges.inter_latency_ms, 3)
+            bw = _uniform(rng, ranges.inter_bandwidth_gbps, 3)
+            f_lat = float(rng.uniform(*ranges.reverse_factor))
+            f_bw = float(rng.uniform(*ranges.reverse_factor))
+            wan_lat[a, b], wan_bw[a, b] = lat, bw
+            wan_lat[b, a] = _clip(lat * f_lat, ranges.inter_latency_ms, 3)
+            wan_bw[b, a] = _clip(bw * f_bw, ranges.inter_bandwidth_gbps, 3)
+
+    # Node-by-node link matrices, then one row per GPU pair through each GPU's node.
+    same_site = node_site[:, None] == node_site[None, :]
+    lat_nn = np.where(same_site, np.array(dc_lat)[node_site][:, None],
+                      wan_lat[node_site[:, None], node_site[None, :]])
+    bw_nn = np.where(same_site, np.array(dc_bw)[node_site][:, None],
+                     wan_bw[node_site[:, None], node_site[None, :]])
+    np.fill_diagonal(lat_nn, node_lat)
+    np.fill_diagonal(bw_nn, node_bw)
+
+    gpus: list[dict[str, Any]] = []
+    for v, (row, size) in enumerate(zip(nodes, sizes, strict=True)):
+        for k in range(size):
+            gid = f"{row['site'].lower()}-n{v}-g{k}"
+            gpus.append(_gpu(gid, row["type"], row["site"], row["cu"], row["mu"]))
+    g_node = np.repeat(np.arange(n_nodes), sizes)
+    mask = ~np.eye(n, dtype=bool)
+    src, dst = np.nonzero(mask)  # for each source, destinations in list order
+    ns, nd = g_node[src], g_node[dst]
+    ids = [g["id"] for g in gpus]
+    links = [
+        {"src": ids[i], "dst": ids[j], "bandwidth_gbps": bw, "util": 1.0, "latency_ms": lat}
+        for i, j, bw, lat in zip(src.tolist(), dst.tolist(), bw_nn[ns, nd].tolist(),
+                                 lat_nn[ns, nd].tolist(), strict=True)
+    ]
+    return {
+        "name": name or f"cloud-n{n}-l{layers}-s{seed}",
+        "gpus": gpus,
+        "links": links,
+        "model": model,
+        "training": training,
+        "objective": _objective(lam),
+    }
+
+
+def _ensure_nodes_fit(
+    nodes: list[dict[str, Any]],
+    sizes: Sequence[int],
+    model: Mapping[str, Any],
+    training: Mapping[str, Any],
+    upgrade_to: str,
+) -> None:
+    """:func:`_ensure_fits` by node: upgrade whole nodes, weakest memory first (in place)."""
+    target = gpu_type(upgrade_to).name
+
+    def expanded() -> list[dict[str, Any]]:
+        return [
+            {"memory_gb": gpu_type(r["type"]).memory_gb, "memory_util": r["mu"]}
+            for r, size in zip(nodes, sizes, strict=True)
+            for _ in range(size)
+        ]
+
+    while not memory_feasible(expanded(), model, training):
+        v = min(
+            (v for v, r in enumerate(nodes) if r["type"] != target),
+            key=lambda v: gpu_type(nodes[v]["type"]).memory_gb * nodes[v]["mu"],
+            default=None,
+        )
+        if v is None:
+            raise InputError(
+                "layers",
+                model["layers"],
+                f"the model does not fit in {sum(sizes)} x {target} "
+                f"(hidden={model['hidden']}, seq_len={model['seq_len']}); "
+                "use more GPUs, fewer layers or a smaller model",
+            )
+        nodes[v]["type"] = target
+
+
+_BY_FAMILY: dict[str, Callable[..., dict[str, Any]]] = {
+    "paper": paper_mix, "geo": geo, "metro": metro, "cloud": cloud,
+}
 
 
 def by_family(family: str, n: int, layers: int, seed: int, **kw: Any) -> dict[str, Any]:
-    """Dispatch to the generator of ``family`` (``paper``, ``geo`` or ``metro``)."""
+    """Dispatch to the generator of ``family`` (``paper``, ``geo``, ``metro`` or ``cloud``)."""
     gen = _BY_FAMILY.get(family)
     if gen is None:
         raise InputError(

@@ -79,7 +79,11 @@ def check_family_ranges(d: dict[str, Any], family: str) -> None:
     n = len(d["gpus"])
     assert len(d["links"]) == n * (n - 1)  # every pair linked, both directions
     for e in d["links"]:
-        if site[e["src"]] == site[e["dst"]]:
+        if family == "cloud" and gen.cloud_node_of(e["src"]) == gen.cloud_node_of(e["dst"]):
+            assert r.node_latency_ms is not None and r.node_bandwidth_gbps is not None
+            assert _within(e["latency_ms"], r.node_latency_ms)
+            assert _within(e["bandwidth_gbps"], r.node_bandwidth_gbps)
+        elif site[e["src"]] == site[e["dst"]]:
             assert _within(e["latency_ms"], r.intra_latency_ms)
             assert _within(e["bandwidth_gbps"], r.intra_bandwidth_gbps)
         else:
@@ -106,8 +110,29 @@ def test_family_invariants(family: str, n: int, layers: int, seed: int) -> None:
     assert d["model"] == {"layers": layers, "hidden": 2048, "seq_len": 2048, "vocab": 50257}
     assert (d["training"]["batch_size"], d["training"]["micro_batch_size"]) == (32, 1)
     sites = {g["site"] for g in d["gpus"]}
-    if family != "paper" and n >= 3:
+    if family in ("geo", "metro") and n >= 3:
         assert len(sites) >= 3
+    if family == "cloud":
+        nodes = -(-n // gen.CLOUD_NODE_SIZE)
+        assert min(nodes, gen.CLOUD_REGIONS[0]) <= len(sites) <= min(nodes, gen.CLOUD_REGIONS[1])
+        assert len({g["type"] for g in d["gpus"]}) <= gen.CLOUD_TYPES[1]
+        check_cloud_nodes(d)
+
+
+def check_cloud_nodes(d: dict[str, Any]) -> None:
+    """A cloud node's GPUs agree on every GPU field but the id, and on every link row."""
+    by_node: dict[int, list[dict[str, Any]]] = {}
+    for g in d["gpus"]:
+        by_node.setdefault(gen.cloud_node_of(g["id"]), []).append(g)
+    for members in by_node.values():
+        fields = {tuple((k, v) for k, v in g.items() if k != "id") for g in members}
+        assert len(fields) == 1
+    # (src node, dst node, same GPU?) -> the one (latency, bandwidth) of all such links
+    seen: dict[tuple[int, int], set[tuple[float, float]]] = {}
+    for e in d["links"]:
+        key = (gen.cloud_node_of(e["src"]), gen.cloud_node_of(e["dst"]))
+        seen.setdefault(key, set()).add((e["latency_ms"], e["bandwidth_gbps"]))
+    assert all(len(v) == 1 for v in seen.values())
 
 
 @pytest.mark.parametrize("family", gen.FAMILIES)
@@ -134,9 +159,9 @@ def test_n128_is_fast(family: str) -> None:
     assert len(d["links"]) == 128 * 127
 
 
-@pytest.mark.parametrize("family", ["geo", "metro"])
+@pytest.mark.parametrize("family", ["geo", "metro", "cloud"])
 def test_cross_site_directions_asymmetric(family: str) -> None:
-    d = gen.by_family(family, 16, 12, seed=5)
+    d = gen.by_family(family, 16, 12, seed=5, **({"node_size": 2} if family == "cloud" else {}))
     site = {g["id"]: g["site"] for g in d["gpus"]}
     links = {(e["src"], e["dst"]): e for e in d["links"]}
     cross = [(s, t) for (s, t) in links if site[s] != site[t]]
@@ -189,6 +214,11 @@ def test_upgrade_makes_the_model_fit() -> None:
         (lambda: gen.geo(4, 8, seed=0, lam=1.5), "lambda"),
         (lambda: gen.geo(4, 8, seed=-1), "seed"),
         (lambda: gen.table7(seed=1.5), "seed"),  # type: ignore[arg-type]
+        (lambda: gen.cloud(8, 8, seed=0, node_size=0), "node_size"),
+        (lambda: gen.cloud(17, 8, seed=0, n_sites=4), "n_sites"),  # 3 nodes
+        (lambda: gen.cloud(0, 8, seed=0), "n"),
+        (lambda: gen.cloud(8, 8, seed=0, mix={"B300": 1.0}), "mix"),
+        (lambda: gen.cloud(1, 200, seed=0), "layers"),
     ],
 )
 def test_bad_arguments(call: Any, field: str) -> None:
@@ -208,6 +238,65 @@ def test_unknown_family_named() -> None:
 def test_loads_as_instance(family: str, n: int, layers: int) -> None:
     inst = Instance.from_dict(gen.by_family(family, n, layers, seed=11))
     assert inst.n == n and inst.layers == layers
+
+
+# --------------------------------------------------------------------------- cloud
+
+
+def test_cloud_nodes_and_partial_node() -> None:
+    d = gen.cloud(21, 16, seed=4)
+    check_canonical(d)
+    check_family_ranges(d, "cloud")
+    check_cloud_nodes(d)
+    sizes = Counter(gen.cloud_node_of(g["id"]) for g in d["gpus"])
+    assert sizes == {0: 8, 1: 8, 2: 5}  # the last node is partial
+    assert d["gpus"][-1]["id"] == "c-n2-g4"  # 3 nodes: 3 regions, the partial one last
+    d = gen.cloud(14, 12, seed=4, node_size=4, n_sites=2)
+    sizes = Counter(gen.cloud_node_of(g["id"]) for g in d["gpus"])
+    assert sizes == {0: 4, 1: 4, 2: 4, 3: 2}
+    assert [g["site"] for g in d["gpus"]] == ["A"] * 8 + ["B"] * 6
+    check_cloud_nodes(d)
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), nodes=st.integers(8, 12))
+def test_cloud_regions_and_types(seed: int, nodes: int) -> None:
+    d = gen.cloud(2 * nodes, 8, seed=seed, node_size=2)
+    sites = {g["site"] for g in d["gpus"]}
+    assert gen.CLOUD_REGIONS[0] <= len(sites) <= gen.CLOUD_REGIONS[1]
+    types = {g["type"] for g in d["gpus"]}
+    assert 1 <= len(types) <= gen.CLOUD_TYPES[1]
+    check_cloud_nodes(d)
+
+
+def test_cloud_options_and_node_upgrade() -> None:
+    a = gen.cloud(24, 8, seed=3, node_size=4, lam=0.5, name="pool")
+    assert a == gen.cloud(24, 8, seed=3, node_size=4, lam=0.5, name="pool")
+    assert a != gen.cloud(24, 8, seed=3, node_size=8, lam=0.5, name="pool")
+    assert a["name"] == "pool" and a["objective"]["lambda"] == 0.5
+    # Four T4s (13.6-15.2 GB usable each) hold 40 layers, not 64: one whole node turns A100.
+    mix = {"T4": 1.0, "A100-SXM-80GB": 0.0}
+    assert {g["type"] for g in gen.cloud(4, 40, seed=1, node_size=2, mix=mix)["gpus"]} == {"T4"}
+    d = gen.cloud(4, 64, seed=1, node_size=2, mix=mix)
+    check_canonical(d)
+    check_cloud_nodes(d)
+    assert [g["type"] for g in d["gpus"]] == ["T4", "T4", "A100-SXM-80GB", "A100-SXM-80GB"]
+
+
+@pytest.mark.parametrize(("n", "node_size", "lam"), [(20, 8, 1.0), (14, 4, 0.5), (9, 3, 0.0)])
+def test_cloud_nodes_are_dominance_classes(n: int, node_size: int, lam: float) -> None:
+    """Each node is one class of interchangeable GPUs for geoplan.cost.dominance."""
+    from geoplan.cost.dominance import dominance_of
+
+    d = gen.cloud(n, 12, seed=2, node_size=node_size, lam=lam)
+    inst = Instance.from_dict(d)
+    rule = dominance_of(inst.coefficients(), inst.layers, energy=lam < 1.0)
+    cls = rule.classes().tolist()
+    node = [gen.cloud_node_of(g) for g in inst.gpu_ids]
+    # same node <=> same class (GPUs of different nodes differ in their intra-node links)
+    assert all((cls[i] == cls[j]) == (node[i] == node[j]) for i in range(n) for j in range(n))
+    ident = {(min(p), max(p)) for p in rule.identical}
+    assert all((i, j) in ident for i in range(n) for j in range(i + 1, n) if node[i] == node[j])
 
 
 # --------------------------------------------------------------------------- paper setups
