@@ -1,0 +1,303 @@
+"""The registered solver ``milp``: :class:`MilpParams`, :func:`solve` and :data:`SPEC`.
+
+:func:`solve` runs the parts in order: start plans (:mod:`formulations.milp.start`),
+data and bounds (:mod:`formulations.milp.data`), LP tightening
+(:mod:`formulations.milp.tightening`), the model (:mod:`formulations.milp.model`),
+the MIP start (:mod:`formulations.milp.values`), HiGHS
+(:mod:`formulations.highs_tools`), and reads the plan back; it gives up the
+build, with the best plan known, when the budget cannot pay for it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from formulations.milp.data import prepare
+from formulations.milp.model import BuildAbandoned, build_checker, build_model
+from formulations.milp.start import best_plan, heuristic_plans, improve_plan
+from formulations.milp.symmetry import canonical_plan
+from formulations.milp.tightening import tighten
+from formulations.milp.tolerances import (
+    HIGHS_TOLERANCES,
+    MODEL_TOLERANCE,
+    PREPARE_S_PER_GPU2,
+    build_estimate,
+)
+from formulations.milp.values import read_plan, start_values
+from geoplan.cost import evaluate
+from geoplan.errors import FormulationError
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
+from geoplan.solving.core import SolveOptions
+from geoplan.solving.params import SolverParams, param
+from geoplan.solving.registry import SolverSpec
+from geoplan.solving.result import Outcome, Status, TraceRow
+
+__all__ = ["SPEC", "MilpParams", "solve"]
+
+
+@dataclass(frozen=True)
+class MilpParams(SolverParams):
+    """Parameters of ``milp`` (``--param KEY=VALUE``)."""
+
+    LABEL: ClassVar[str] = "milp"
+
+    heuristic: bool = param(True, "seed with cheap plans improved by exact splits and a "
+                            "local search")
+    heuristic_share: float = param(0.05, "budget share of that heuristic (at least 1 s, at "
+                                   "most a quarter)", at_least=0.0, at_most=1.0)
+    symmetry: bool = param(True, "dominance constraints between interchangeable GPUs")
+    cuts: bool = param(True, "valid inequalities")
+    site_unions: bool | None = param(None, "subtour cuts on unions of sites (none: when at "
+                                     "most 5 sites and 16 GPUs)")
+    tighten: bool = param(True, "LP bound tightening of the bottleneck")
+    tighten_share: float = param(0.25, "at most this budget share for the tightening",
+                                 at_least=0.0, at_most=1.0)
+    highs_log: bool = param(False, "HiGHS log on the console")
+    highs: Mapping[str, Any] = param(None, "any HiGHS option, passed unchanged (value read "
+                                     "as JSON)", prefix="highs.")
+
+
+def solve(instance: Instance, options: SolveOptions) -> Outcome:
+    """Registered solver ``milp``: build the model, run HiGHS, read the plan back.
+
+    ``options.params`` (:class:`MilpParams`): ``heuristic`` (default true: seed with cheap plans
+    improved by exact splits and a local search given ``heuristic_share`` of the
+    budget, default 0.05, at least 1 s, at most a quarter),
+    ``symmetry`` (dominance constraints, default true), ``cuts`` (valid
+    inequalities, default true), ``tighten`` (LP bound tightening of the
+    bottleneck, default true) with ``tighten_share`` (at most this share of the
+    budget, default 0.25), ``highs_log`` (default false: HiGHS log to the
+    console), and any ``highs.<option>`` passed to HiGHS unchanged.
+    """
+    from formulations.highs_tools import HighsSession
+
+    params = MilpParams.parse(options.params)
+    info: dict[str, Any] = {}
+    trace: list[TraceRow] = []
+    t_start = time.perf_counter()
+
+    # The model fixes the instance's micro-batch size: other starts cannot be used.
+    u = instance.training.micro_batch_size
+    usable_starts = [p for p in options.warm_start if p.micro_batch_size in (None, u)]
+    warm = best_plan(instance, usable_starts) if usable_starts else None
+    best = warm
+    if params.heuristic:
+        share = params.heuristic_share
+        budget = min(max(share * options.remaining(), 1.0), 0.25 * options.remaining())
+        h_deadline = time.perf_counter() + budget
+        candidates = usable_starts + heuristic_plans(instance, h_deadline)
+        best = improve_plan(instance, candidates, h_deadline, options.stopped)
+        info["heuristic_s"] = round(time.perf_counter() - t_start, 4)
+    if best is not None:
+        trace.append(TraceRow(options.elapsed(), best[1], None))
+        options.callbacks.on_improvement(options.elapsed(), best[1], None)
+
+    t_build = time.perf_counter()
+    symmetry = params.symmetry
+    cuts = params.cuts
+    check = build_checker(options, "milp model")
+
+    def abandoned(reason: str) -> Outcome:
+        # The model could not be built within the budget (or an interrupt came first):
+        # the best plan known so far, as at a time-out.
+        info["model"] = f"abandoned: {reason}"
+        info["build_s"] = round(time.perf_counter() - t_build, 4)
+        if best is None:
+            return Outcome(None, "no_solution", trace=trace, info=info,
+                           message=f"milp: model abandoned ({reason}) before any plan was found")
+        return Outcome(best[0], "feasible", trace=trace, info=info,
+                       message=f"milp: model abandoned ({reason}); the best heuristic plan")
+
+    try:
+        check("data")
+        # prepare() (bounds, dominance, arcs) cannot be interrupted: about 2.7e-5 N^2 s
+        # (1.75 s at N=256 on one core); do not start it without that time.
+        if options.remaining() < PREPARE_S_PER_GPU2 * instance.n ** 2:
+            raise BuildAbandoned(options.stop.reason if options.stopped()
+                                 else "building exceeded the budget")
+        data = prepare(
+            instance,
+            None if best is None else best[1],
+            site_unions=params.site_unions,
+        )
+        check("bounds")
+    except BuildAbandoned as exc:
+        return abandoned(str(exc))
+    if not data.gpus:
+        return Outcome(
+            None,
+            "infeasible",
+            info=info,
+            message="no plan: no single GPU holds all layers and no set of GPUs linked "
+            "both ways has the memory and links to hold them",
+        )
+    info["tmax_lb"] = {"initial": data.tmax_lb}
+    if cuts and symmetry and params.tighten:
+        budget = params.tighten_share * options.remaining()
+        data, rounds = tighten(data, time.perf_counter() + budget, threads=options.threads,
+                               check=check, stopped=options.stopped)
+        info["tmax_lb"].update(tightened=data.tmax_lb, lp_rounds=rounds)
+    try:
+        if options.remaining() < build_estimate(data):
+            raise BuildAbandoned(options.stop.reason if options.stopped()
+                                 else "building exceeded the budget")
+        t_model = time.perf_counter()
+        model = build_model(instance, data=data, symmetry=symmetry, cuts=cuts, check=check)
+        # Pyomo's translation to HiGHS cannot be interrupted and takes about twice as
+        # long as building the model: start it only if it fits in what is left.
+        if options.remaining() < 2.0 * (time.perf_counter() - t_model) + 0.05:
+            raise BuildAbandoned(options.stop.reason if options.stopped()
+                                 else "building exceeded the budget")
+        options.callbacks.on_progress({"building": "milp model", "step": "HiGHS translation",
+                                       "elapsed": round(options.elapsed(), 3)})
+        session = HighsSession(model)
+    except BuildAbandoned as exc:
+        return abandoned(str(exc))
+    info["build_s"] = round(time.perf_counter() - t_build, 4)
+    info["model"] = {
+        "gpus": len(data.gpus),
+        "arcs": len(data.arcs),
+        "kmax": data.kmax,
+        "cols": session.num_cols,
+        "rows": int(session.highs.getNumRow()),
+        "dominance_pairs": len(data.dominance),
+    }
+
+    scale = max(1.0, abs(best[1])) if best is not None else 1.0
+    rel_gap = options.gap if options.gap > 0 else 1e-9
+    abs_gap = 1e-9 * scale if options.gap == 0 else 1e-6 * scale
+    extra: dict[str, Any] = dict(HIGHS_TOLERANCES)
+    extra.update(params.highs)
+    if params.highs_log:
+        extra["log_to_console"] = True
+    session.set_options(
+        time_limit=options.remaining(),
+        rel_gap=rel_gap,
+        abs_gap=abs_gap,
+        threads=options.threads,
+        seed=options.seed,
+        extra=extra,
+    )
+
+    start_plan: Plan | None = None
+    if best is not None and symmetry:
+        canon = canonical_plan(data, best[0])
+        if canon != best[0]:
+            ev = evaluate(instance, canon)
+            if ev.feasible and ev.objective <= best[1]:
+                best = (canon, ev.objective)
+    if best is not None:
+        vals = start_values(model, best[0])
+        if vals is not None and session.set_start(vals):
+            start_plan = best[0]
+            if not trace or trace[-1].incumbent != best[1]:
+                trace.append(TraceRow(options.elapsed(), best[1], None))
+                options.callbacks.on_improvement(options.elapsed(), best[1], None)
+    info["mip_start"] = None if start_plan is None else {
+        "objective": best[1] if best else None,
+        "source": "warm_start" if warm is not None and best is not None
+        and best[1] >= warm[1] else "heuristic",
+    }
+
+    first_incumbent: list[float] = []
+
+    def lower(bound: float) -> float:
+        # HiGHS's dual bound holds up to its tolerances; keep it on the safe side.
+        return bound - MODEL_TOLERANCE * max(1.0, abs(bound))
+
+    def on_incumbent(_: float, obj: float, bound: float) -> None:
+        first_incumbent.append(obj)
+        b = lower(bound) if math.isfinite(bound) else None
+        trace.append(TraceRow(options.elapsed(), obj, b))
+        options.callbacks.on_improvement(options.elapsed(), obj, b)
+
+    def on_bound(_: float, bound: float) -> None:
+        inc = trace[-1].incumbent if trace else None
+        trace.append(TraceRow(options.elapsed(), inc, lower(bound)))
+        options.callbacks.on_improvement(options.elapsed(), inc, lower(bound))
+
+    run = session.run(on_incumbent, on_bound, stop=options.stop)
+    info["highs"] = {
+        "status": run.reason,
+        "seconds": round(run.seconds, 4),
+        "nodes": run.nodes,
+        "objective": run.objective,
+        "dual_bound": run.dual_bound,
+    }
+
+    accepted = run.start_accepted
+    if start_plan is not None and accepted is None and best is not None:
+        # Presolve may swallow the log line; the first incumbent tells instead.
+        accepted = bool(first_incumbent) and abs(first_incumbent[0] - best[1]) <= (
+            MODEL_TOLERANCE * max(1.0, abs(best[1]))
+        )
+    if start_plan is not None:
+        info["mip_start"]["accepted"] = bool(accepted)
+    if options.warm_start:
+        # The warm start counts as accepted when HiGHS started from it or from a
+        # plan at least as good.
+        info["warm_start_accepted"] = bool(
+            warm is not None and start_plan is not None and accepted and best is not None
+            and best[1] <= warm[1]
+        )
+
+    bound = lower(run.dual_bound) if run.dual_bound is not None else None
+    if run.status == "infeasible":
+        if best is not None:
+            raise FormulationError(
+                f"milp: HiGHS proved the model infeasible although plan {best[0]} is feasible"
+            )
+        return Outcome(
+            None,
+            "infeasible",
+            trace=trace,
+            info=info,
+            message="no plan satisfies the memory and link constraints "
+            "(HiGHS proved the MILP infeasible)",
+        )
+    if run.values is not None:
+        values, model_objective = run.values, run.objective
+        polished = session.polish(run.values)
+        if polished is not None:
+            model_objective, values = polished
+        info["highs"]["polished_objective"] = None if polished is None else polished[0]
+        session.load(values)
+        plan = read_plan(model)
+        status: Status = "optimal" if run.status == "optimal" else "feasible"
+        return Outcome(
+            plan,
+            status,
+            lower_bound=bound,
+            model_objective=model_objective,
+            model_tolerance=MODEL_TOLERANCE,
+            trace=trace,
+            info=info,
+            message=None if status == "optimal" else f"HiGHS stopped: {run.reason}",
+        )
+    if best is not None:
+        # HiGHS kept no incumbent (start rejected); the known plan is still valid.
+        return Outcome(
+            best[0],
+            "feasible",
+            lower_bound=bound,
+            trace=trace,
+            info=info,
+            message=f"HiGHS found no solution ({run.reason}); returning the start plan",
+        )
+    return Outcome(
+        None,
+        "no_solution",
+        lower_bound=bound,
+        trace=trace,
+        info=info,
+        message=f"HiGHS found no plan before stopping ({run.reason})",
+    )
+
+
+SPEC = SolverSpec("milp", solve, "exact", "MILP in Pyomo solved by HiGHS", warm_start=True,
+                  params=MilpParams)
