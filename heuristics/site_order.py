@@ -37,16 +37,28 @@ crosses each inter-site link once. This module builds such plans directly:
    * middle site: ``gk, g1, g2, ..., g(k-1)`` (the two slowest face the other sites).
 
    A site using k of its GPUs uses its k fastest.
-4. **GPUs per site and layers.** Each ordered subset is split exactly
+4. **Wrapped orders.** In metro-like networks the two pipeline ends often sit
+   in the same site (both want its fastest GPUs, and the extra inter-site
+   crossing is cheap). Every ordered subset of two or more sites is also tried
+   with its first (or last) site split in two blocks, one at each end: the
+   site's GPUs alternate between the two blocks by speed (1st, 3rd, ... to the
+   start; 2nd, 4th, ... to the end), each block using its k fastest.
+5. **GPUs per site and layers.** Each ordered subset is split exactly
    (:class:`geoplan.cost.split.Splitter`, the optimal contiguous split of a fixed
    GPU order) for a few starting allocations (the t fastest GPUs of the subset,
    at least one per site, for t = m, 2m, 4m, ... and the maximum); the most
    promising subsets then descend on the per-site counts (moves +-s for s = 8,
    4, 2, 1, best improvement, every candidate split exactly).
+6. **Polish.** The best few plans descend on their GPU sequence
+   (:func:`polish_sequence`: move one GPU elsewhere, swap two, replace one by an
+   unused GPU, insert an unused GPU anywhere, drop one; the unused candidates
+   are the ``unused_per_site`` fastest unused GPUs of every site), each
+   neighbour split exactly, best improvement until none improves. Blocks stop
+   being blocks here: the polished plan may visit a site more than once.
 
 Every returned plan is priced by the shared :class:`~geoplan.cost.evaluate.Evaluator`.
-At N = 256 (8 sites of 32, L = 96) one call takes about 0.2 s (see
-docs/memetic.md).
+At N = 256 (8 sites of 32, L = 96) one call takes well under a second (see
+docs/memetic.md for the measured times).
 """
 
 from __future__ import annotations
@@ -69,6 +81,7 @@ __all__ = [
     "SiteOrderResult",
     "block_layout",
     "held_karp",
+    "polish_sequence",
     "site_groups",
     "site_order_plans",
 ]
@@ -187,6 +200,76 @@ def _path(parent: np.ndarray, mask: int, end: int) -> list[int]:
     return out[::-1]
 
 
+def _neighbours(seq: list[int], unused: Sequence[int], qmax: int) -> list[list[int]]:
+    """Every sequence one move from ``seq``: move, swap, replace, insert, drop."""
+    q = len(seq)
+    out: list[list[int]] = []
+    for i in range(q):
+        rest = seq[:i] + seq[i + 1:]
+        out += [[*rest[:j], seq[i], *rest[j:]] for j in range(q) if j != i]
+        out += [[*seq[:i], u, *seq[i + 1:]] for u in unused]
+        if q > 1:
+            out.append(rest)
+        for j in range(i + 1, q):
+            t = list(seq)
+            t[i], t[j] = t[j], t[i]
+            out.append(t)
+    if q < qmax:
+        out += [[*seq[:j], u, *seq[j:]] for u in unused for j in range(q + 1)]
+    return out
+
+
+def polish_sequence(
+    splitter: Splitter,
+    seq: Sequence[int],
+    unused: Sequence[int] | None = None,
+    *,
+    groups: Sequence[Sequence[int]] | None = None,
+    unused_per_site: int = 2,
+    max_rounds: int | None = None,
+) -> tuple[list[int], float, int]:
+    """Best-improvement descent on a GPU sequence, every neighbour split exactly.
+
+    Moves: one GPU to another position, two GPUs swapped, one replaced by an
+    unused GPU, an unused GPU inserted anywhere, one dropped. Unused
+    candidates: ``unused`` if given, else the ``unused_per_site`` fastest GPUs
+    of each of ``groups`` (fastest first) not in the sequence, else every
+    unused GPU. Returns (sequence, objective, splits computed); the objective
+    is inf if no split of ``seq`` is feasible and no neighbour is either.
+    """
+    n, qmax = splitter.n, splitter.qmax
+    cur = list(seq)
+    first = splitter.split(cur)
+    value = math.inf if first is None else first.objective
+    splits, rounds = 1, 0
+    while max_rounds is None or rounds < max_rounds:
+        rounds += 1
+        used = set(cur)
+        if unused is not None:
+            cand = [u for u in unused if u not in used]
+        elif groups is not None:
+            cand = [u for g in groups for u in [v for v in g if v not in used][:unused_per_site]]
+        else:
+            cand = [u for u in range(n) if u not in used]
+        nb = [t for t in _neighbours(cur, cand, qmax) if t]
+        if not nb:
+            break
+        width = max(len(t) for t in nb)
+        G = np.zeros((len(nb), width), dtype=np.int64)
+        Q = np.empty(len(nb), dtype=np.int64)
+        for r, t in enumerate(nb):
+            G[r, :len(t)] = t
+            Q[r] = len(t)
+        obj, _ = splitter.split_arrays(G, Q)
+        splits += len(nb)
+        r = int(np.argmin(obj))
+        # Relative margin: rounding-level "improvements" would cycle.
+        if not obj[r] < value - 1e-12 * abs(value):
+            break
+        cur, value = nb[r], float(obj[r])
+    return cur, value, splits
+
+
 # --------------------------------------------------------------------------- search
 
 
@@ -274,14 +357,20 @@ def site_order_plans(
     max_sites: int = 12,
     refine: int = 6,
     limit: int = 8,
+    polish: int = 4,
+    unused_per_site: int = 2,
+    wrap: bool = True,
     splitter: Splitter | None = None,
 ) -> SiteOrderResult:
     """Site-block plans of ``instance``, best first (at most ``limit``).
 
     ``refine``: how many of the best ordered subsets descend on their per-site
     counts, in addition to the best subset of every size (number of sites).
-    Returned: the best plan of each refined subset, one per distinct plan.
-    Deterministic (no random numbers).
+    ``polish``: how many of the best refined plans then descend on their GPU
+    sequence (:func:`polish_sequence`, ``unused_per_site`` candidates per
+    site); ``wrap``: also try the wrapped orders (module docstring, 4).
+    Returned: the best plan of each refined subset and the polished plans, one
+    per distinct plan. Deterministic (no random numbers).
     """
     t0 = time.perf_counter()
     instance = resolve_normalisers(instance)
@@ -298,7 +387,14 @@ def site_order_plans(
     res.sites = tuple(labels)
     m = len(labels)
     qmax = min(instance.n, instance.layers)
-    search = _Search(sp, groups, qmax)
+    # Groups m + 2s and m + 2s + 1: the two halves of site s in a wrapped order.
+    halves: list[list[int]] = []
+    for g in groups:
+        halves += [g[0::2], g[1::2]]
+    search = _Search(sp, groups + halves, qmax)
+
+    def label(block: int) -> str | None:
+        return labels[block] if block < m else labels[(block - m) // 2]
 
     # Held-Karp on the boundary GPUs (each site's slowest).
     link = [g[-1] for g in groups]
@@ -317,7 +413,13 @@ def site_order_plans(
         if not row[end] < math.inf:
             continue  # no path joins these sites
         path = tuple(_path(parent, mask, end))
-        for order in dict.fromkeys((path, path[::-1])):
+        orders = [path, path[::-1]]
+        if wrap and len(path) >= 2:
+            for p in (path, path[::-1]):
+                for s, rest in ((p[0], p[1:]), (p[-1], p[:-1])):
+                    if len(groups[s]) >= 2:
+                        orders.append((m + 2 * s, *rest, m + 2 * s + 1))
+        for order in dict.fromkeys(orders):
             for k in search.starts(order):
                 cands.append((order, k))
     vals = search.price(cands)
@@ -342,12 +444,35 @@ def site_order_plans(
         found.append((v, order, k))
     found.sort()
 
+    # Sequences to return: the refined ones, and the polished best few.
+    seqs: list[tuple[float, list[int], tuple[str | None, ...], tuple[int, ...]]] = []
+    for v, order, k in found:
+        if v < math.inf:
+            seqs.append((v, search.sequence(order, k), tuple(label(b) for b in order), k))
+    extra_splits = 0
+    site_of = {g: labels[s] for s, grp in enumerate(groups) for g in grp}
+    for v, seq, _, _ in list(seqs[:polish]):
+        pseq, pv, used = polish_sequence(sp, seq, groups=groups,
+                                         unused_per_site=unused_per_site)
+        extra_splits += used
+        if pv < v:
+            runs = tuple(site_of[gpu] for i, gpu in enumerate(pseq)
+                         if i == 0 or site_of[gpu] != site_of[pseq[i - 1]])
+            counts: list[int] = []
+            for i, gpu in enumerate(pseq):
+                if i and site_of[gpu] == site_of[pseq[i - 1]]:
+                    counts[-1] += 1
+                else:
+                    counts.append(1)
+            seqs.append((pv, pseq, runs, tuple(counts)))
+    seqs.sort(key=lambda t: t[0])
+
     ev = Evaluator(instance)
     seen: set[Plan] = set()
-    for v, order, k in found:
-        if len(res.plans) >= limit or not v < math.inf:
+    for _, seq, sites, k in seqs:
+        if len(res.plans) >= limit:
             break
-        split = sp.split(search.sequence(order, k))
+        split = sp.split(seq)
         if split is None:  # pragma: no cover - the batch said it was feasible
             continue
         plan = split.to_plan(instance)
@@ -355,9 +480,8 @@ def site_order_plans(
             continue
         seen.add(plan)
         e = ev.evaluate(plan)
-        res.plans.append(SiteOrderPlan(plan, e.objective, e.t_iter_ms, e.e_iter_j,
-                                       tuple(labels[s] for s in order), k))
+        res.plans.append(SiteOrderPlan(plan, e.objective, e.t_iter_ms, e.e_iter_j, sites, k))
     res.plans.sort(key=lambda p: p.objective)
-    res.splits = search.splits
+    res.splits = search.splits + extra_splits
     res.seconds = time.perf_counter() - t0
     return res

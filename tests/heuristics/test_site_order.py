@@ -13,7 +13,13 @@ from geoplan.cost import evaluate
 from geoplan.cost.split import Splitter
 from geoplan.model.generators import by_family
 from geoplan.model.instance import Instance
-from heuristics.site_order import block_layout, held_karp, site_groups, site_order_plans
+from heuristics.site_order import (
+    block_layout,
+    held_karp,
+    polish_sequence,
+    site_groups,
+    site_order_plans,
+)
 
 INF = math.inf
 
@@ -131,6 +137,39 @@ def test_generated_instance_near_its_proven_optimum() -> None:
     inst = Instance.from_dict(by_family("geo", 16, 32, 0))
     res = site_order_plans(inst)
     assert res.best is not None
-    assert 867.0402566706517 * (1 - 1e-9) <= res.best.objective <= 867.0402566706517 * 1.001
-    # Ordered subsets: 3 single sites, 3 pairs and 1 triple in both directions.
-    assert res.sites == ("A", "B", "C") and res.subsets == 3 + 3 * 2 + 2
+    assert res.best.objective == pytest.approx(867.0402566706517, rel=1e-9)
+    # Ordered subsets: 3 single sites, 3 pairs and 1 triple in both directions, and the
+    # wrapped orders: 2 per pair, 4 for the triple.
+    assert res.sites == ("A", "B", "C") and res.subsets == 3 + 3 * 2 + 2 + 3 * 2 + 4
+    assert site_order_plans(inst, wrap=False).subsets == 3 + 3 * 2 + 2
+
+
+def test_wrapped_order_and_polish_reach_a_metro_optimum() -> None:
+    # metro N=16 L=32 seed 0: the optimum (milp, 560.4879507682491) starts and ends in
+    # site B; a wrapped order, polished, finds it; without polish or wrap it is missed.
+    inst = Instance.from_dict(by_family("metro", 16, 32, 0))
+    res = site_order_plans(inst)
+    assert res.best is not None and res.best.objective == pytest.approx(560.4879507682491,
+                                                                        rel=1e-9)
+    assert res.best.sites[0] == res.best.sites[-1] == "B"
+    for kw in ({"polish": 0}, {"wrap": False}):
+        other = site_order_plans(inst, **kw)  # type: ignore[arg-type]
+        assert other.best is not None and other.best.objective > 560.4879507682491 * 1.001
+
+
+def test_polish_sequence_by_hand() -> None:
+    # Three GPUs, the slow one first and the fast ones unused: the descent brings in the
+    # fast GPUs and ends at the optimum over every plan (reference enumeration).
+    inst = (_base("polish").gpu("slow", peak_tflops=20, memory_gb=40, idle_w=50, active_w=200)
+            .gpu("f1", peak_tflops=200, memory_gb=40, idle_w=50, active_w=300)
+            .gpu("f2", peak_tflops=180, memory_gb=40, idle_w=50, active_w=300)
+            .full_mesh(bandwidth_gbps=50, latency_ms=0.5).build())
+    sp = Splitter(inst)
+    start = sp.split([0])
+    assert start is not None
+    seq, value, splits = polish_sequence(sp, [0])
+    opt, plan, _ = reference_optimum(inst)
+    assert value == pytest.approx(opt, rel=1e-12) and value < start.objective
+    assert plan is not None and 0 not in seq and splits > 1
+    # With no unused candidates allowed, a one-GPU sequence cannot move at all.
+    assert polish_sequence(sp, [0], unused=[]) == ([0], start.objective, 1)
