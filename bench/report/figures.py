@@ -25,6 +25,7 @@ __all__ = [
     "color",
     "plot_anytime",
     "plot_gap_vs_n",
+    "plot_gap_vs_time",
     "plot_network",
     "plot_pareto",
     "plot_pipeline",
@@ -168,6 +169,67 @@ def plot_gap_vs_n(
         ax.grid(True, alpha=0.3)
         if ax.lines:
             ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(keys):]:
+        ax.axis("off")
+    return _save(fig, path)
+
+
+_STYLES: tuple[Any, ...] = ("-", "--", ":", "-.")
+
+
+def plot_gap_vs_time(
+    panels: Mapping[str, Sequence[tuple[str, str, Trace, float | None]]], path: Path,
+    budget: float | None = None,
+) -> Path:
+    """Certified gap (%) against time, one panel per key (a size), log axes.
+
+    Each panel holds (solver label, case, trace rows ``[seconds, incumbent, bound]``, end
+    time) tuples: one colour per label, one line style per case (family and lambda). The gap
+    uses the best incumbent and best bound so far; 0 (a proof) is drawn at
+    :data:`EXCESS_FLOOR_PCT`.
+    """
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import NullFormatter
+
+    keys = list(panels)
+    cols = min(3, max(1, len(keys)))
+    nrows = (len(keys) + cols - 1) // cols or 1
+    fig, axes = plt.subplots(nrows, cols, figsize=(4.6 * cols, 3.6 * nrows), squeeze=False)
+    for ax, key in zip(axes.flat, keys, strict=False):
+        cases = list(dict.fromkeys(case for _, case, _, _ in panels[key]))
+        labels = list(dict.fromkeys(lab for lab, _, _, _ in panels[key]))
+        for label, case, trace, end in panels[key]:
+            ts: list[float] = []
+            gaps: list[float] = []
+            inc = bound = None
+            for row in trace:
+                if row[1] is not None:
+                    inc = float(row[1]) if inc is None else min(inc, float(row[1]))
+                if len(row) > 2 and row[2] is not None:
+                    bound = float(row[2]) if bound is None else max(bound, float(row[2]))
+                if inc is not None and bound is not None and inc > 0:
+                    ts.append(max(float(row[0] or 0.0), 1e-3))
+                    gaps.append(max(100.0 * (inc - bound) / inc, EXCESS_FLOOR_PCT))
+            if ts and end is not None and end > ts[-1]:
+                ts.append(float(end))
+                gaps.append(gaps[-1])
+            if ts:
+                ax.step(ts, gaps, where="post", color=color(label),
+                        linestyle=_STYLES[cases.index(case) % len(_STYLES)])
+        if budget is not None:
+            ax.axvline(budget, color="0.5", linewidth=0.8, linestyle="--")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_ylim(bottom=EXCESS_FLOOR_PCT * 0.7)
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_title(key, fontsize=9)
+        ax.set_xlabel("seconds (log)")
+        ax.set_ylabel("certified gap (%, log)")
+        ax.grid(True, which="both", alpha=0.3)
+        handles = [Line2D([], [], color=color(lab)) for lab in labels]
+        handles += [Line2D([], [], color="0.3", linestyle=_STYLES[k % len(_STYLES)])
+                    for k in range(len(cases))]
+        ax.legend(handles, [*labels, *cases], fontsize=7)
     for ax in list(axes.flat)[len(keys):]:
         ax.axis("off")
     return _save(fig, path)

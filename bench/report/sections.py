@@ -19,7 +19,9 @@ from bench.experiments.paper import PAPER
 from bench.report.data import Ctx
 from bench.report.tables import (
     DASH,
+    PROOF_CHECKPOINTS_S,
     best,
+    certified_gap,
     ci95,
     fmt,
     frame,
@@ -30,14 +32,17 @@ from bench.report.tables import (
     paper_block,
     pct,
     quality,
+    secs,
     si,
     spec,
     status_summary,
     table,
+    trace_at,
 )
-from bench.report.text import portfolio_vs_exact, warm_vs_cold
+from bench.report.text import portfolio_vs_exact, proofs_summary, warm_vs_cold
 
-__all__ = ["RENDERERS", "Frontier", "frontier", "generic", "types", "versus_frame"]
+__all__ = ["RENDERERS", "Frontier", "frontier", "generic", "proof_checkpoints", "proofs_frame",
+           "proofs_table", "types", "versus_frame"]
 
 Row = dict[str, Any]
 
@@ -543,6 +548,138 @@ def _warmstart(ctx: Ctx, rows: list[Row], info: Mapping[str, Any]) -> list[str]:
             warm_vs_cold(rows).sentence()]
 
 
+def proof_checkpoints(budget: float) -> list[float]:
+    """The times (s) at which the proofs report reads the gap: 30, 120, 300 below the budget,
+    then the budget (a 120 s run: 30 and 120; a 20 s run: 20)."""
+    return [c for c in PROOF_CHECKPOINTS_S if c < budget] + [float(budget)]
+
+
+def _gap_col(t: float) -> str:
+    return f"gap@{t:g}"
+
+
+def proofs_frame(rows: Sequence[Row], checkpoints: Sequence[float]) -> pd.DataFrame:
+    """One line a run (the :func:`frame` columns, plus): ``family``, ``lam``, ``proof_s`` (the
+    wall time of an optimal run, else NaN), ``gap@T`` per checkpoint T (fraction; NaN: no plan
+    or no bound by then, or T beyond the run's budget), ``final_objective``, ``final_bound``.
+
+    The gap at T comes from the run's trace: its best incumbent and best bound at or before T
+    seconds from the run's start. At the run's own budget it is the run's final state (the
+    whole trace and the result, which a solver may write a moment after its budget)."""
+    df = frame(rows)
+    df["family"] = df["generator"]
+    df["lam"] = [float(r.get("lambda", spec(r, "lam", 1.0)) or 0.0) for r in rows]
+    df["proof_s"] = [float(r["wall_s"]) if r.get("status") == "optimal"
+                     and r.get("wall_s") is not None else float("nan") for r in rows]
+    for t in checkpoints:
+        gaps = []
+        for r in rows:
+            budget = float(r.get("budget_s") or 0.0)
+            if t > budget:
+                gaps.append(float("nan"))
+                continue
+            at_end = t == budget
+            inc, bound = trace_at(r.get("trace"), None if at_end else t)
+            if at_end:  # fold in the result itself
+                if is_ok(r):
+                    inc = float(r["objective"]) if inc is None else min(inc, r["objective"])
+                if r.get("lower_bound") is not None:
+                    lb = float(r["lower_bound"])
+                    bound = lb if bound is None else max(bound, lb)
+            g = certified_gap(inc, bound)
+            gaps.append(float("nan") if g is None else g)
+        df[_gap_col(t)] = gaps
+    df["final_objective"] = [float(r["objective"]) if is_ok(r) else float("nan") for r in rows]
+    df["final_bound"] = [float("nan") if r.get("lower_bound") is None else float(r["lower_bound"])
+                         for r in rows]
+    return df
+
+
+def _value(x: Any) -> str:
+    """An objective or bound: 5 significant digits (ms at lambda = 1, normalised below)."""
+    v = _num(x)
+    return DASH if v is None else f"{v:.5g}"
+
+
+def _gap_cell(x: Any) -> str:
+    v = _num(x)
+    return DASH if v is None else f"{100 * v:.2f}"
+
+
+def proofs_table(rows: Sequence[Row], info: Mapping[str, Any]
+                 ) -> tuple[list[str], list[list[Any]], pd.DataFrame, list[float], list[str]]:
+    """Header and body of the proofs table (a line per family, N, L, lambda, and budget when
+    the experiment has several; per solver label: status, time to proof, gap at each
+    checkpoint, final objective and bound), the frame, the checkpoints and the labels."""
+    budgets = sorted({float(r["budget_s"]) for r in rows})
+    checkpoints = proof_checkpoints(max(budgets))
+    labels = list(dict.fromkeys([s["label"] for s in info.get("solvers", [])]
+                                + [r["label"] for r in rows]))
+    labels = [lab for lab in labels if any(r["label"] == lab for r in rows)]
+    pf = proofs_frame(rows, checkpoints)
+    order = {name: k for k, name in enumerate(instance_order(rows, info))}
+    pf["order"] = pf["instance"].map(order)
+    pf["seed0"] = pf["seed"].fillna(0)
+    pf = pf.sort_values(["n", "order", "budget_s", "seed0"], kind="stable")
+    keys = ["family", "n", "layers", "lam"] + (["budget_s"] if len(budgets) > 1 else [])
+    body: list[list[Any]] = []
+    for key, g in pf.groupby(keys, sort=False):
+        cells: list[Any] = [key[0], int(key[1]), int(key[2]), f"{key[3]:g}"]
+        if len(budgets) > 1:
+            cells.append(f"{key[4]:g}")
+        for lab in labels:
+            lr = g[g["label"] == lab]
+            if lr.empty:
+                cells += [DASH] * (4 + len(checkpoints))
+                continue
+            r = lr.iloc[0]  # the first seed (the experiments run one)
+            cells += [r["shown"], secs(_num(r["proof_s"])),
+                      *(_gap_cell(r[_gap_col(t)]) for t in checkpoints),
+                      _value(r["final_objective"]), _value(r["final_bound"])]
+        body.append(cells)
+    header = ["family", "N", "L", "λ"] + (["budget (s)"] if len(budgets) > 1 else [])
+    for lab in labels:
+        header += [f"{lab} status", f"{lab} time to proof (s)",
+                   *(f"{lab} gap at {t:g} s (%)" for t in checkpoints),
+                   f"{lab} objective", f"{lab} bound"]
+    return header, body, pf, checkpoints, labels
+
+
+def _proofs(ctx: Ctx, rows: list[Row], info: Mapping[str, Any]) -> list[str]:
+    header, body, pf, checkpoints, labels = proofs_table(rows, info)
+    last = checkpoints[-1]
+    out = [table(header, body), "",
+           "Status at the budget; time to proof: seconds from the run's start to the proof "
+           "(its wall time) when the solver proved optimality, else —. Certified gap = "
+           "(incumbent - bound) / incumbent, from the best plan and the best bound the run's "
+           f"trace holds at or before that time (at {last:g} s, the budget: the run's final "
+           "state); — where the run had no plan or no bound yet. Objective and bound are the "
+           "run's final ones (ms at λ = 1, normalised below).", "",
+           *proofs_summary(pf, labels, last), ""]
+    if ctx.figures:
+        from bench.report.figures import plot_gap_vs_time
+
+        panels: dict[str, list[tuple[str, str, Any, float | None]]] = {}
+        for _, r in pf.iterrows():
+            row = r["row"]
+            if any(len(p) > 2 and p[1] is not None and p[2] is not None
+                   for p in row.get("trace") or []):
+                key = f"N = {int(r['n'])}, L = {int(r['layers'])}"
+                panels.setdefault(key, []).append(
+                    (r["label"], f"{r['family']} λ={r['lam']:g}", row["trace"],
+                     row.get("wall_s") or row.get("elapsed_s")))
+        if panels:
+            name = f"gap_vs_time_{info.get('name') or rows[0]['experiment']}.png"
+            md = ctx.figure(plot_gap_vs_time, name, panels, budget=last)
+            if md:
+                out += ["Certified gap against time from each run's trace (log axes; a proof, "
+                        "gap 0, is drawn at 0.01%), one panel per size, one colour per solver, "
+                        "one line style per family and λ:", "", md]
+        else:
+            out.append("No run proved a bound while holding a plan, so there is no gap figure.")
+    return out
+
+
 def generic(ctx: Ctx, rows: list[Row], info: Mapping[str, Any]) -> list[str]:
     """Any experiment: per instance, solver and budget, runs with a plan, best and mean."""
     df = frame(rows)
@@ -565,6 +702,7 @@ RENDERERS: dict[str, Callable[[Ctx, list[Row], Mapping[str, Any]], list[str]]] =
     "energy": _energy,
     "anytime": _anytime,
     "warmstart": _warmstart,
+    "proofs": _proofs,
     "generic": generic,
 }
 

@@ -22,7 +22,9 @@ from bench.experiments.paper import PAPER
 __all__ = [
     "DASH",
     "OK",
+    "PROOF_CHECKPOINTS_S",
     "best",
+    "certified_gap",
     "ci95",
     "display_status",
     "fmt",
@@ -33,8 +35,10 @@ __all__ = [
     "knee_index",
     "pct",
     "quality",
+    "secs",
     "status_summary",
     "table",
+    "trace_at",
 ]
 
 Row = dict[str, Any]
@@ -98,6 +102,11 @@ def pct(x: float | None, digits: int = 1, sign: bool = True) -> str:
     if x is None:
         return DASH
     return f"{x:+.{digits}f}" if sign else f"{x:.{digits}f}"
+
+
+def secs(x: float | None) -> str:
+    """Seconds: two decimals below 10 s, one above."""
+    return DASH if x is None else f"{x:.2f}" if x < 10 else f"{x:.1f}"
 
 
 def si(n: float) -> str:
@@ -171,6 +180,42 @@ def paper_block(key: str | None) -> str:
         out += ["", f"_{p['note']}_"]
     return "\n".join(out)
 
+
+
+# --------------------------------------------------------------------------- traces
+
+#: Times (s) at which the proofs report reads a run's certified gap from its trace (those
+#: below the run's budget, then the budget itself).
+PROOF_CHECKPOINTS_S = (30.0, 120.0, 300.0)
+#: A bound above the incumbent by less than this (relative) is the solvers' tolerance: gap 0.
+_GAP_TOL = 1e-6
+
+
+def trace_at(trace: Iterable[Sequence[float | None]] | None, t: float | None
+             ) -> tuple[float | None, float | None]:
+    """The best incumbent (least) and best bound (largest) among the trace rows
+    ``[seconds, incumbent, bound]`` at or before ``t`` seconds (every row when ``t`` is None)."""
+    inc: float | None = None
+    bound: float | None = None
+    for row in trace or ():
+        if t is not None and float(row[0] or 0.0) > t:
+            continue  # traces are time-ordered, but do not rely on it
+        if row[1] is not None:
+            inc = float(row[1]) if inc is None else min(inc, float(row[1]))
+        if len(row) > 2 and row[2] is not None:
+            bound = float(row[2]) if bound is None else max(bound, float(row[2]))
+    return inc, bound
+
+
+def certified_gap(incumbent: float | None, bound: float | None) -> float | None:
+    """(incumbent - bound) / incumbent; None without both or for a non-positive incumbent.
+
+    A bound above the incumbent within the solvers' tolerance counts as 0; beyond it the
+    negative gap is returned, so that an invalid bound shows instead of being hidden."""
+    if incumbent is None or bound is None or incumbent <= 0:
+        return None
+    g = (incumbent - bound) / incumbent
+    return 0.0 if -_GAP_TOL < g < 0 else g
 
 
 # --------------------------------------------------------------------------- statuses

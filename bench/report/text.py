@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.report.tables import fmt, frame
+from bench.report.tables import fmt, frame, secs
 
 __all__ = [
     "EXACT_SOLVERS",
@@ -25,6 +25,7 @@ __all__ = [
     "PortfolioComparison",
     "WarmStartComparison",
     "portfolio_vs_exact",
+    "proofs_summary",
     "reproduce_commands",
     "warm_vs_cold",
 ]
@@ -135,6 +136,40 @@ def warm_vs_cold(rows: Sequence[Row]) -> WarmStartComparison:
     ratios = [float(w / c) for c, w in zip(both["cold"], both["warm"], strict=True) if c]
     return WarmStartComparison(len(both), int((both["warm"] < both["cold"]).sum()),
                                int((both["warm"] > both["cold"]).sum()), ratios)
+
+
+def proofs_summary(pf: pd.DataFrame, labels: Sequence[str], last: float) -> list[str]:
+    """One line per size (N, L) of a proofs frame (:func:`bench.report.sections.proofs_frame`):
+    per solver, how many runs it proved optimal and its slowest proof, and among the others
+    the largest certified gap at ``last`` seconds (the budget), and the runs without a bound
+    or without a plan."""
+    col = f"gap@{last:g}"
+    out = []
+    for (n, layers), g in pf.groupby(["n", "layers"], sort=False):
+        parts = []
+        for lab in labels:
+            lr = g[g["label"] == lab]
+            if lr.empty:
+                continue
+            proven = lr[lr["status"] == "optimal"]
+            text = f"{lab} proved {len(proven)} of {len(lr)}"
+            if len(proven):
+                text += f" (slowest proof {secs(float(proven['proof_s'].max()))} s)"
+            rest = lr[lr["status"] != "optimal"]
+            gaps = rest[col].dropna()
+            if len(gaps):
+                worst = rest.loc[gaps.idxmax()]
+                text += (f", largest gap at {last:g} s {100 * gaps.max():.2f} % "
+                         f"({worst['family']}, λ = {worst['lam']:g})")
+            no_plan = int((~rest["ok"]).sum())
+            no_bound = int((rest["ok"] & rest[col].isna()).sum())
+            if no_bound:
+                text += f", {no_bound} with a plan but no bound"
+            if no_plan:
+                text += f", {no_plan} without a plan"
+            parts.append(text)
+        out.append(f"- N = {int(n)}, L = {int(layers)}: " + "; ".join(parts) + ".")
+    return out
 
 
 def _builtin_source(source: str | None, name: str) -> bool:
