@@ -38,6 +38,7 @@ from heuristics.memetic.stop import (
     NoImprovement,
     StoppingCriterion,
 )
+from heuristics.site_order import site_order_plans
 
 __all__ = [
     "SPEC",
@@ -84,7 +85,9 @@ class MemeticParams(SolverParams):
                               above=0.0)
     no_improvement: int = param(100, "stop after w generations without improvement",
                                 at_least=1)
-    max_generations: int = param(500, "stop after G_max generations", at_least=0)
+    max_generations: int | None = param(
+        None, "G_max: generations per run under stop=paper, over all runs otherwise "
+        "(none: 500 per run under stop=paper, no cap otherwise)", at_least=0)
     max_init_samples: int = param(100_000, "random chromosomes the initialisation may draw",
                                   at_least=1)
     offspring: int | None = param(None, "offspring per generation (none: P - E)", at_least=1)
@@ -92,13 +95,31 @@ class MemeticParams(SolverParams):
         "generational", "offspring replace the P - E worst, or only those they beat")
     ls_load: Literal["tau", "compute"] = param(
         "tau", "what the local search balances: tau, or compute (the paper's)")
-    restarts: int = param(0, "fresh runs after a stop on w or G_max, while time remains",
-                          at_least=0)
+    restarts: int = param(0, "fresh runs after the first under stop=paper, while time "
+                          "remains (the other stop rules restart by themselves)", at_least=0)
+    stop: Literal["adaptive", "budget", "paper"] = param(
+        "adaptive", "adaptive: restart until T_max or a stall of stall_restarts runs; budget: "
+        "restart until T_max; paper: one run (w, G_max, T_max) plus `restarts`")
+    stall_restarts: int = param(
+        20, "stop=adaptive: end after this many runs in a row without a new best (and at "
+        "least as many as the runs before the last new best)", at_least=1)
+    site_order: bool = param(
+        True, "seed populations with the site-order plans (heuristics.site_order)")
+    seeding: Literal["alternate", "every", "first"] = param(
+        "alternate", "which runs get the site-order plans: every other run (the first, "
+        "third, ...), every run, or the first only")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not self.elite < self.population:
             raise InputError("params.elite", self.elite, "must lie in 0..population-1")
+
+    @property
+    def generations_per_run(self) -> int | None:
+        """G_max of one run: the paper's 500 under stop=paper, else none (a cap on all runs)."""
+        if self.stop == "paper":
+            return 500 if self.max_generations is None else self.max_generations
+        return None
 
     @property
     def n_offspring(self) -> int:
@@ -167,6 +188,7 @@ class MemeticResult:
     init: dict[str, Any] = field(default_factory=dict)
     warm_start_accepted: bool | None = None
     message: str | None = None
+    site_order: dict[str, Any] | None = None  # the seeding plans (params.site_order)
 
     def info(self) -> dict[str, Any]:
         """The JSON-friendly summary placed in ``Outcome.info``."""
@@ -181,6 +203,8 @@ class MemeticResult:
             "population": self.population_size,
             "init": self.init,
         }
+        if self.site_order is not None:
+            d["site_order"] = self.site_order
         if self.warm_start_accepted is not None:
             d["warm_start_accepted"] = self.warm_start_accepted
         return d
@@ -193,13 +217,21 @@ class MemeticResult:
 # --------------------------------------------------------------------------- main loop
 
 
-def default_stop(params: MemeticParams, start: float | None = None) -> AnyOf:
-    """T_max, w and G_max of ``params`` combined (any of them ends a run)."""
-    return AnyOf(
-        MaxRuntime(params.time_limit, start),
-        NoImprovement(params.no_improvement),
-        MaxGenerations(params.max_generations),
-    )
+def default_stop(params: MemeticParams, start: float | None = None,
+                 generations_done: int = 0) -> AnyOf:
+    """The criteria that end one run: T_max, w and G_max of ``params`` (any of them).
+
+    Under ``stop=paper`` G_max caps each run; otherwise a given G_max caps all
+    runs together, ``generations_done`` being those already run.
+    """
+    criteria: list[StoppingCriterion] = [MaxRuntime(params.time_limit, start),
+                                         NoImprovement(params.no_improvement)]
+    per_run = params.generations_per_run
+    if per_run is not None:
+        criteria.append(MaxGenerations(per_run))
+    elif params.max_generations is not None:
+        criteria.append(MaxGenerations(max(params.max_generations - generations_done, 0)))
+    return AnyOf(*criteria)
 
 
 def _warm_chromosomes(instance: Instance, plans: Sequence[Plan]) -> np.ndarray:
@@ -288,12 +320,13 @@ def run_memetic(
     """Run the memetic algorithm on ``instance``.
 
     ``seed`` (or a Generator made from one) drives every random choice, so a
-    seed gives the same run up to the time limit. Each run (the first and
-    each of ``params.restarts`` fresh restarts) ends on :func:`default_stop`;
-    ``stop_when`` is an extra criterion, called after initialisation and every
-    generation with the best objective found so far, that ends everything
-    (e.g. a target). ``start`` is the ``perf_counter`` value the trace's
-    seconds and the time limit count from. ``stopped()`` true (an interrupt,
+    seed gives the same run up to the time limit. A run ends on
+    :func:`default_stop`; whether fresh runs follow is ``params.stop``'s rule
+    (docs/memetic.md, Stopping). ``stop_when`` is an extra criterion, called
+    after initialisation and every generation with the best objective found so
+    far, that ends everything (e.g. a target). ``start`` is the
+    ``perf_counter`` value the trace's seconds, the time to best and the time
+    limit count from. ``stopped()`` true (an interrupt,
     ``SolveOptions.stopped``) ends the run as T_max does.
     """
     params = params or MemeticParams()
@@ -305,7 +338,19 @@ def run_memetic(
     table = CapacityTable.build(ev.coefficients, instance.layers, params.ls_load == "tau")
     res = MemeticResult(best=None, objective=math.inf, plan=None)
     warm = _warm_chromosomes(instance, warm_start)
+    seeds = None
+    if params.site_order:
+        so = site_order_plans(ev.instance)
+        seeds = _warm_chromosomes(instance, [p.plan for p in so.plans])
+        res.site_order = {
+            "plans": len(so.plans),
+            "best": None if so.best is None else so.best.objective,
+            "sites": len(so.sites),
+            "seconds": round(so.seconds, 6),
+        }
     generation = 0
+    stale_runs = 0  # runs in a row that found no better plan than the runs before them
+    best_run = 0  # the run that found the best plan so far
 
     def offer(x: np.ndarray, value: float) -> None:
         """Record ``x`` if it beats the best found so far (elite-free runs may lose it)."""
@@ -316,11 +361,13 @@ def run_memetic(
             res.time_to_best_s = now
             callbacks.on_improvement(now, value, None)
 
-    for attempt in range(params.restarts + 1):
+    attempt = 0
+    while True:
+        before = res.objective
         init = initial_population(
             rng, ev, params.population, params.max_init_samples,
             warm if attempt == 0 else None, deadline=start + params.time_limit,
-            stopped=stopped,
+            stopped=stopped, seeds=seeds if _seeded(params, attempt) else None,
         )
         if attempt == 0:
             res.init = _init_info(init)
@@ -335,7 +382,7 @@ def run_memetic(
         X, obj = init.X, init.objective
         keys = set(row_keys(X))
         offer(X[0], float(obj[0]))
-        stop = default_stop(params, start)
+        stop = default_stop(params, start, generation)
         extra = stop_when is not None and stop_when(res.objective)
         while not extra and not stop(float(obj[0])):
             if stopped is not None and stopped():
@@ -357,8 +404,26 @@ def run_memetic(
         res.restarts = attempt
         res.population_size = int(X.shape[0])
         res.stop_reason = type(stop_when).__name__ if extra else ", ".join(stop.fired)
+        if res.objective < before:
+            stale_runs, best_run = 0, attempt
+        else:
+            stale_runs += 1
         if extra or "MaxRuntime" in stop.fired or "Interrupted" in stop.fired:
             break
+        if params.stop == "paper":
+            if attempt >= params.restarts:
+                break
+        elif "MaxGenerations" in stop.fired:
+            break  # G_max of all runs together
+        elif init.saturated:
+            # The last 10 P feasible draws were all duplicates: the population
+            # holds (nearly) the whole plan space, fresh runs would redraw it.
+            res.stop_reason += ", PlanSpaceCovered"
+            break
+        elif params.stop == "adaptive" and stale_runs >= max(params.stall_restarts, best_run):
+            res.stop_reason += ", StallRestarts"
+            break
+        attempt += 1
 
     if res.best is not None:
         res.plan = Plan.from_chromosome(instance, res.best)
@@ -366,6 +431,17 @@ def run_memetic(
     res.evaluations = ev.evaluations
     res.runtime_s = time.perf_counter() - start
     return res
+
+
+def _seeded(params: MemeticParams, attempt: int) -> bool:
+    """Whether run ``attempt`` (0 = the first) starts with the site-order plans."""
+    if not params.site_order:
+        return False
+    if params.seeding == "every":
+        return True
+    if params.seeding == "first":
+        return attempt == 0
+    return attempt % 2 == 0  # alternate: seeded and unseeded runs take turns
 
 
 def _init_info(init: InitialPopulation) -> dict[str, Any]:
@@ -378,6 +454,8 @@ def _init_info(init: InitialPopulation) -> dict[str, Any]:
         "saturated": init.saturated,
         "warm_offered": init.warm_offered,
         "warm_accepted": init.warm_accepted,
+        "seeds_offered": init.seeds_offered,
+        "seeds_accepted": init.seeds_accepted,
     }
 
 

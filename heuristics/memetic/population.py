@@ -4,7 +4,8 @@ Each individual draws Q uniformly from 1..min(L, N), Q-1 distinct split points
 between layers, and Q distinct GPUs in random order, one per stage. Plans the
 shared evaluator finds infeasible (memory, a missing link) are rejected and
 resampled, within a bounded number of samples; duplicates are skipped so the
-population is as diverse as the plan space allows. Warm-start plans go in first.
+population is as diverse as the plan space allows. Warm-start plans go in first,
+then the seeds (the site-order plans, see docs/memetic.md), then random draws.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ class InitialPopulation:
     duplicates: int = 0
     warm_offered: int = 0
     warm_accepted: int = 0
+    seeds_offered: int = 0
+    seeds_accepted: int = 0
     exhausted: bool = False
     saturated: bool = False
     timed_out: bool = False
@@ -79,8 +82,9 @@ def initial_population(
     deadline: float | None = None,
     patience: int | None = None,
     stopped: Callable[[], bool] | None = None,
+    seeds: np.ndarray | None = None,
 ) -> InitialPopulation:
-    """Up to ``size`` distinct feasible individuals, warm starts first.
+    """Up to ``size`` distinct feasible individuals, warm starts first, then ``seeds``.
 
     Stops early when ``max_samples`` random chromosomes have been drawn, when
     ``deadline`` (a ``perf_counter`` value) passes, or when the last
@@ -131,6 +135,12 @@ def initial_population(
         res = evaluator.evaluate(W)
         out.warm_offered = W.shape[0]
         out.warm_accepted = take(W, res.objective, res.status)
+        stale = 0
+    if seeds is not None and len(seeds):
+        S = np.ascontiguousarray(seeds, dtype=np.int64)
+        res = evaluator.evaluate(S)
+        out.seeds_offered = S.shape[0]
+        out.seeds_accepted = take(S, res.objective, res.status)
         stale = 0
 
     while len(rows) < size:

@@ -22,7 +22,8 @@ from geoplan.solving.result import Outcome
 from heuristics.memetic import MemeticParams, run_memetic
 from heuristics.memetic.stop import TargetObjective
 
-SHORT = MemeticParams(population=40, max_generations=25, no_improvement=1000)
+# Random initialisation (no site-order seeds), so that the GA itself has work to do.
+SHORT = MemeticParams(population=40, max_generations=25, no_improvement=1000, site_order=False)
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +34,15 @@ def metro() -> Instance:
 def test_params_defaults_are_the_papers() -> None:
     p = MemeticParams()
     assert (p.population, p.tournament, p.elite, p.ls_rate) == (200, 4, 2, 0.5)
-    assert (p.time_limit, p.no_improvement, p.max_generations) == (120.0, 100, 500)
+    assert (p.time_limit, p.no_improvement, p.max_generations) == (120.0, 100, None)
     assert p.n_offspring == 198
+    # Our deviations (docs/memetic.md): seeded populations, restarts until a stall or T_max.
+    assert (p.stop, p.stall_restarts, p.site_order, p.restarts) == ("adaptive", 20, True, 0)
+    assert p.seeding == "alternate"
+    assert p.generations_per_run is None
+    paper = MemeticParams(stop="paper", site_order=False)
+    assert paper.generations_per_run == 500  # G_max of the paper, per run
+    assert MemeticParams(stop="paper", max_generations=7).generations_per_run == 7
 
 
 def test_params_overrides_and_checks() -> None:
@@ -43,7 +51,8 @@ def test_params_overrides_and_checks() -> None:
     assert MemeticParams.from_mapping({"population": 10.0}).population == 10
     for bad in ({"population": 1}, {"elite": 200}, {"ls_rate": 1.5}, {"p_fall": -0.1},
                 {"tournament": 0}, {"no_improvement": 0}, {"replacement": "random"},
-                {"ls_load": "energy"}, {"population": "many"}, {"offspring": 0}):
+                {"ls_load": "energy"}, {"population": "many"}, {"offspring": 0},
+                {"stop": "never"}, {"stall_restarts": 0}, {"site_order": "maybe"}):
         with pytest.raises(InputError):
             MemeticParams.from_mapping(bad)
     with pytest.raises(InputError, match="unknown memetic parameter"):
@@ -94,8 +103,8 @@ def test_trace_records_every_improvement_and_callbacks_fire(metro: Instance) -> 
 
 
 def test_stopping_rules(metro: Instance) -> None:
-    r = run_memetic(metro, 0, MemeticParams(population=30, no_improvement=5))
-    assert r.stop_reason == "NoImprovement" and r.generations < 500
+    r = run_memetic(metro, 0, MemeticParams(population=30, no_improvement=5, stop="paper"))
+    assert r.stop_reason == "NoImprovement" and r.generations < 500 and r.restarts == 0
     stale = [h.best for h in r.history[-5:]]
     assert len(set(stale)) == 1
     t = run_memetic(metro, 0, MemeticParams(time_limit=0.2, max_generations=10**6,
@@ -112,7 +121,7 @@ def test_stopping_rules(metro: Instance) -> None:
 
 def test_warm_start_seeds_the_population(metro: Instance, three_gpu: Instance) -> None:
     best = run_memetic(metro, 1, SHORT)
-    r = run_memetic(metro, 2, MemeticParams(population=20, max_generations=0),
+    r = run_memetic(metro, 2, MemeticParams(population=20, max_generations=0, site_order=False),
                     warm_start=[best.plan])
     assert r.warm_start_accepted is True and r.objective == best.objective
     no_link = Plan.from_pairs([("a", 6), ("c", 6)])  # three_gpu has no a-c link
@@ -190,7 +199,7 @@ def test_cli_solve_json(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_restarts_run_fresh_populations_and_keep_the_overall_best(metro: Instance) -> None:
-    p = MemeticParams(population=30, no_improvement=5, restarts=3)
+    p = MemeticParams(population=30, no_improvement=5, restarts=3, stop="paper")
     r = run_memetic(metro, 7, p)
     assert r.restarts == 3
     assert [h.restart for h in r.history][-1] == 3
@@ -201,10 +210,56 @@ def test_restarts_run_fresh_populations_and_keep_the_overall_best(metro: Instanc
     bests = [h.best for h in r.history]
     assert all(x >= y for x, y in itertools.pairwise(bests))
     # The first run is the run without restarts.
-    one = run_memetic(metro, 7, MemeticParams(population=30, no_improvement=5))
+    one = run_memetic(metro, 7, MemeticParams(population=30, no_improvement=5, stop="paper"))
     assert [h.population_best for h in one.history] == [
         h.population_best for h in r.history if h.restart == 0]
     # A time limit ends the restarts too.
     t = run_memetic(metro, 7, MemeticParams(population=30, no_improvement=5, restarts=10**6,
-                                            time_limit=0.3))
+                                            time_limit=0.3, stop="paper"))
     assert "MaxRuntime" in t.stop_reason and t.runtime_s < 1.5
+
+
+def test_adaptive_stop_restarts_until_a_stall(metro: Instance) -> None:
+    p = MemeticParams(population=30, no_improvement=5, stall_restarts=3)
+    r = run_memetic(metro, 7, p)
+    assert r.stop_reason.endswith("StallRestarts")
+    runs = r.restarts + 1
+    # The run that found the best, then max(3, its index) runs without a better plan.
+    found = min(h.restart for h in r.history if h.best == r.objective) if r.history else 0
+    assert runs - 1 - found == max(3, found)
+    assert [h.generation for h in r.history] == list(range(1, r.generations + 1))
+    assert r.time_to_best_s is not None and r.time_to_best_s <= r.runtime_s
+    assert r.info()["time_to_best_s"] == round(r.time_to_best_s, 6)
+    # Same seed, same runs (the stall count is in generations and runs, not seconds).
+    again = run_memetic(metro, 7, p)
+    assert [(h.restart, h.best) for h in again.history] == [(h.restart, h.best)
+                                                           for h in r.history]
+
+
+def test_budget_stop_restarts_until_g_max_of_all_runs(metro: Instance) -> None:
+    p = MemeticParams(population=30, no_improvement=3, max_generations=40, stop="budget")
+    r = run_memetic(metro, 2, p)
+    assert r.generations == 40 and "MaxGenerations" in r.stop_reason and r.restarts >= 2
+
+
+def test_tiny_plan_space_ends_the_restarts(three_gpu: Instance) -> None:
+    r = run_memetic(three_gpu, 0, MemeticParams(population=200, no_improvement=5))
+    assert r.init["saturated"] and r.stop_reason.endswith("PlanSpaceCovered")
+    assert r.restarts == 0
+
+
+def test_site_order_plans_seed_every_population(metro: Instance) -> None:
+    from heuristics.site_order import site_order_plans
+
+    so = site_order_plans(metro)
+    r = run_memetic(metro, 0, MemeticParams(population=30, max_generations=0))
+    assert r.site_order is not None and r.site_order["plans"] == len(so.plans)
+    assert r.init["seeds_offered"] == len(so.plans) and r.init["seeds_accepted"] >= 1
+    assert r.objective <= so.plans[0].objective  # the best seed is in the population
+    off = run_memetic(metro, 0, MemeticParams(population=30, max_generations=0,
+                                              site_order=False))
+    assert off.site_order is None and off.init["seeds_offered"] == 0
+    res = solve(metro, "memetic", seed=4, time_limit=30,
+                params={"population": 30, "max_generations": 3})
+    assert res.info["site_order"]["plans"] == len(so.plans)
+    assert 0 <= res.info["time_to_best_s"] <= res.wall_s
