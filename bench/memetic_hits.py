@@ -14,13 +14,18 @@ Files (``bench/results/memetic-optima/``):
   its wall time); made by ``milp`` with one thread (``--optima``);
 - ``runs-<set>.jsonl``: one record per MA run (instance key, MA seed, budget,
   objective, hit, time to best, wall time, stop reason, restarts, git commit,
-  load average at the start).
+  load average at the start);
+- ``runs-large.jsonl`` (``--large``): N = 128, L = 96, generator seed 0, both
+  families, lambda 1, against the best plan known from the stored session
+  (``bench/results/session-full/results.jsonl``, every solver, 1-30 s
+  budgets); there a "hit" is a plan within 1 % of it.
 
 ::
 
     python -m bench.memetic_hits                      # hit rates from the stored files
     python -m bench.memetic_hits --optima             # prove the missing optima (milp)
     python -m bench.memetic_hits --run tune test      # (re)run the MA, store, print
+    python -m bench.memetic_hits --large              # N = 128, L = 96 against the best known
 
 ``--stop-at-optimum`` ends a run once it reaches the optimum (through the
 solver's stop flag); that cannot change whether a run hits, only its cost, and
@@ -182,6 +187,67 @@ def run_set(name: str, budget: float, stop_at_optimum: bool,
     return rows
 
 
+SESSION = ROOT.parent / "session-full" / "results.jsonl"
+LARGE = (("geo", 128, 96, 0), ("metro", 128, 96, 0))
+LARGE_SEEDS = (0, 1, 2)
+LARGE_TOL = 0.01
+
+
+def best_known(instance_name: str) -> tuple[float, str]:
+    """The best objective any stored session run reached on ``instance_name``, and who."""
+    best, who = float("inf"), ""
+    for line in SESSION.read_text().splitlines():
+        r = json.loads(line)
+        if r["instance"] == instance_name and r["objective"] is not None \
+                and r["objective"] < best:
+            best, who = r["objective"], f"{r['solver']} ({r['budget_s']} s)"
+    return best, who
+
+
+def run_large(budget: float) -> list[dict[str, Any]]:
+    """The MA at N = 128, L = 96 against the best known plans; stored in runs-large.jsonl."""
+    commit = _commit()
+    rows = []
+    for family, n, layers, seed in LARGE:
+        inst = make_instance(family, n, layers, 1.0, seed)
+        ref, who = best_known(inst.name)
+        for ma_seed in LARGE_SEEDS:
+            load = os.getloadavg()[0]
+            res = solve(inst, "memetic", seed=ma_seed, time_limit=budget, threads=1)
+            obj = res.objective if res.objective is not None else float("inf")
+            row = {
+                "set": "large", "key": inst.name, "ma_seed": ma_seed, "budget_s": budget,
+                "best_known": ref, "best_known_by": who, "objective": obj,
+                "gap": obj / ref - 1.0, "hit": obj <= ref * (1 + LARGE_TOL),
+                "time_to_best_s": res.info.get("time_to_best_s"),
+                "wall_s": round(res.wall_s, 3), "stop_reason": res.info.get("stop_reason"),
+                "restarts": res.info.get("restarts"), "site_order": res.info.get("site_order"),
+                "git_commit": commit, "load": round(load, 2),
+            }
+            rows.append(row)
+            print(f"{inst.name} seed {ma_seed}: {obj:.3f} vs {ref:.3f} ({who}) gap "
+                  f"{100 * row['gap']:+.3f}% ttb {row['time_to_best_s']} s wall "
+                  f"{row['wall_s']} s", file=sys.stderr, flush=True)
+    with open(ROOT / "runs-large.jsonl", "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+    return rows
+
+
+def report_large(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "large: no stored runs"
+    lines = [f"large (N=128, L=96, within {100 * LARGE_TOL:g} % of the best known): budget "
+             f"{rows[0]['budget_s']} s, commit {rows[0]['git_commit']}"]
+    for r in rows:
+        lines.append(f"  {r['key']} seed {r['ma_seed']}: {r['objective']:.3f} vs "
+                     f"{r['best_known']:.3f} ({r['best_known_by']}): {100 * r['gap']:+.3f}% "
+                     f"ttb {r['time_to_best_s']} s, wall {r['wall_s']} s ({r['stop_reason']})")
+    hits = sum(r["hit"] for r in rows)
+    lines.append(f"  within 1 %: {hits}/{len(rows)}")
+    return "\n".join(lines)
+
+
 def load_runs(name: str) -> list[dict[str, Any]]:
     path = ROOT / f"runs-{name}.jsonl"
     if not path.exists():
@@ -226,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="MA budget per run in seconds (60, the solver's default)")
     p.add_argument("--stop-at-optimum", action="store_true",
                    help="end a run once it reaches the optimum (cheaper, same hits)")
+    p.add_argument("--large", action="store_true",
+                   help="run N=128, L=96 against the best known plans (runs-large.jsonl)")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="MA parameter override (repeatable)")
     a = p.parse_args(argv)
@@ -238,8 +306,11 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             run_set(name, a.budget, a.stop_at_optimum, params)
             print(f"{name}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    if a.large:
+        run_large(a.budget)
     for name in names:
         print(report(name, load_runs(name)))
+    print(report_large(load_runs("large")))
     return 0
 
 
