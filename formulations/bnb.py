@@ -38,7 +38,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numba import njit
 
-from geoplan.cost import bounds
+from geoplan.cost import bounds, parametric
 from geoplan.cost.dominance import Dominance, dominance_of
 from geoplan.cost.kernel import price_stages_compiled
 from geoplan.cost.split import Splitter, link_floors, prefix_bound, split_sequence
@@ -259,6 +259,7 @@ class _Search:
         self.nch = np.zeros(qmax + 1, dtype=np.int64)
         self.ptr = np.zeros(qmax + 1, dtype=np.int64)
         self.inc = np.array([_INF])
+        self.floor = 0.0  # a bound valid for every plan (set by root, shared with helpers)
         self.inc_seq = np.zeros(n, dtype=np.int64)
         self.inc_cnt = np.zeros(n, dtype=np.int64)
         self.inc_q = np.zeros(1, dtype=np.int64)
@@ -284,6 +285,7 @@ class _Search:
         """Expand the root; ``floor`` is a lower bound valid for every plan (:func:`root_bound`)."""
         sp = self.sp
         w = sp.weights
+        self.floor = floor
         _expand(0, self.path, self.used, self.domcnt, self.succ, self.prev_cls, self.forced,
                 self.lf, self.cand, self.cbound, self.nch, self.ptr, self.inc, self.factor,
                 self.pruned, floor, *self._common(), sp.capmid, sp.mb, w.a, w.b, *self.scratch)
@@ -319,14 +321,16 @@ class _Search:
         self.inc[0] = min(float(self.inc[0]), incumbent)
 
     def lower_bound(self, done: bool) -> float:
-        """min(incumbent, gap-pruned bounds, unexplored children's bounds): valid any time."""
-        lb = min(float(self.inc[0]), float(self.pruned[0]))
+        """min(incumbent, gap-pruned bounds, unexplored children's bounds), never below the
+        root floor (valid for every plan) unless the incumbent is: valid any time."""
+        inc = float(self.inc[0])
+        lb = min(inc, float(self.pruned[0]))
         if not done:
             for lv in range(int(self.lvl[0]) + 1):
                 k = int(self.ptr[lv])
                 if k < int(self.nch[lv]):
                     lb = min(lb, float(self.cbound[lv, k]))
-        return lb
+        return max(lb, min(self.floor, inc))
 
     @property
     def incumbent(self) -> float:
@@ -351,6 +355,10 @@ class BnbParams(SolverParams):
         True, "start from the Metis-default order, optimally split")
     node_limit: int | None = param(None, "stop after this many nodes, like a time limit "
                                    "(none: no limit)", at_least=0)
+    parametric: bool = param(True, "raise the root bound with the bottleneck-parametric "
+                             "bound (geoplan.cost.parametric)")
+    parametric_share: float = param(0.2, "share of the remaining budget the parametric "
+                                    "bound may take", at_least=0.0)
     parallel_after: float = param(0.1, "seconds of single-threaded search before "
                                   "--threads workers share the tree", at_least=0.0)
 
@@ -640,6 +648,11 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
                        message="stopped at the time limit before the root bound")
     floor = root_bound(sp, bounds.clusters(instance))
     info["root_bound"] = floor
+    if params.parametric:
+        pf, info["parametric"] = parametric.instance_bound(
+            instance, search.incumbent if search.incumbent < _INF else None,
+            params.parametric_share, options.remaining(), options.stopped)
+        floor = max(floor, pf)
     if options.remaining() <= 0 and search.incumbent < _INF:
         # No time left to expand the root (a large pool, or an interrupt): the incumbent,
         # with the root bound (valid for every plan), as at a time-out.
@@ -659,6 +672,8 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         # A tree that survives its first slices is worth a few threads.
         searches = [search] + [_Search(sp, succ, prev_cls, options.gap)
                                for _ in range(options.threads - 1)]
+        for w in searches:
+            w.floor = search.floor
         pool = _Pool(searches, options, node_limit)
         status_code, timed_out = _parallel(pool, options, trace, t0)
         n_threads = len(searches)

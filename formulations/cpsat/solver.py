@@ -7,6 +7,7 @@ plan, runs CP-SAT with the settings of docs/cpsat.md and reads the plan back;
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -16,7 +17,7 @@ from ortools.sat.python import cp_model
 from formulations.cpsat.build import build_model
 from formulations.cpsat.callbacks import _Recorder
 from formulations.cpsat.start import _warm_plan
-from geoplan.cost import evaluate
+from geoplan.cost import evaluate, parametric
 from geoplan.errors import InputError, SolverError
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
@@ -42,6 +43,10 @@ class CpsatParams(SolverParams):
     symmetry: bool = param(True, "dominance and identical-GPU symmetry breaking")
     bounds: bool = param(True, "per-Q bottleneck and sum bounds, other redundant constraints")
     baseline_cutoff: bool = param(True, "the Metis-default plan caps the objective")
+    parametric: bool = param(True, "report the bottleneck-parametric bound "
+                             "(geoplan.cost.parametric) when it is stronger")
+    parametric_share: float = param(0.1, "at most this budget share for that bound",
+                                    at_least=0.0, at_most=1.0)
     log: bool = param(False, "CP-SAT search log on stdout")
     sat: Mapping[str, Any] = param(None, "any CP-SAT SatParameters field (value read as JSON)",
                                    prefix="sat.")
@@ -92,6 +97,12 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         info["hint_source"] = "metis-default" if hint_plan is not None else None
     if hint_plan is not None:
         hint_obj = built.add_hint(hint_plan)
+    floor = -math.inf
+    if params.parametric:
+        priced = (_priced(instance, p) for p in uppers)
+        inc = min((e.objective for e in priced if e is not None), default=None)
+        floor, info["parametric"] = parametric.instance_bound(
+            instance, inc, params.parametric_share, options.remaining(), options.stopped)
 
     solver = cp_model.CpSolver()
     p = solver.parameters
@@ -150,6 +161,8 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
                        message="no plan meets the memory caps with links in both directions "
                                "between consecutive stages (CP-SAT proved the model infeasible)")
     bound = rec.to_bound(solver.best_objective_bound)
+    if math.isfinite(floor):
+        bound = floor if bound is None else max(bound, floor)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         if hint_plan is not None:  # the hinted plan is known feasible: never lose it
             return Outcome(hint_plan, "feasible", lower_bound=bound, trace=rec.trace, info=info,
@@ -165,6 +178,8 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     # (with float slack, as the bound is a double).
     proven = status == cp_model.OPTIMAL and (
         options.gap == 0 or solver.best_objective_bound >= obj_int * (1 - 1e-15) - 0.5)
+    if not proven and math.isfinite(floor):
+        proven = floor >= evaluate(instance, plan).objective * (1 - 1e-9)
     info["model_objective_int"] = obj_int
     return Outcome(
         plan=plan,
@@ -175,6 +190,15 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         trace=rec.trace,
         info=info,
     )
+
+
+def _priced(instance: Instance, plan: Plan) -> Any:
+    """The plan's evaluation if it is feasible, else None (a warm start may be neither)."""
+    try:
+        ev = evaluate(instance, plan)
+    except Exception:  # an unusable warm start is no incumbent
+        return None
+    return ev if ev.feasible else None
 
 
 def _abandoned(instance: Instance, plans: Sequence[Plan], reason: str,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from formulations.milp.data import prepare
@@ -28,7 +28,7 @@ from formulations.milp.tolerances import (
     build_estimate,
 )
 from formulations.milp.values import read_plan, start_values
-from geoplan.cost import evaluate
+from geoplan.cost import evaluate, parametric
 from geoplan.errors import FormulationError
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
@@ -57,6 +57,10 @@ class MilpParams(SolverParams):
     tighten: bool = param(True, "LP bound tightening of the bottleneck")
     tighten_share: float = param(0.25, "at most this budget share for the tightening",
                                  at_least=0.0, at_most=1.0)
+    parametric: bool = param(True, "the bottleneck-parametric bound (geoplan.cost.parametric) "
+                             "as the objective's floor in the model and in the bound reported")
+    parametric_share: float = param(0.15, "at most this budget share for that bound",
+                                    at_least=0.0, at_most=1.0)
     highs_log: bool = param(False, "HiGHS log on the console")
     highs: Mapping[str, Any] = param(None, "any HiGHS option, passed unchanged (value read "
                                      "as JSON)", prefix="highs.")
@@ -137,6 +141,21 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
             "both ways has the memory and links to hold them",
         )
     info["tmax_lb"] = {"initial": data.tmax_lb}
+    floor = -math.inf
+    if params.parametric:
+        floor, info["parametric"] = parametric.instance_bound(
+            instance, None if best is None else best[1], params.parametric_share,
+            options.remaining(), options.stopped)
+        if best is not None and floor >= best[1] * (1 - 1e-12):
+            # The bound reaches the best plan: it is optimal, no model needed.
+            trace.append(TraceRow(options.elapsed(), best[1], min(floor, best[1])))
+            options.callbacks.on_improvement(options.elapsed(), best[1], min(floor, best[1]))
+            return Outcome(best[0], "optimal", lower_bound=min(floor, best[1]), trace=trace,
+                           info=info, message="the parametric bound reaches the best plan")
+        if data.c_e == 0 and data.c_t > 0 and math.isfinite(floor):
+            # objective = c_t T: the floor is a bound on T (kept below HiGHS's tolerances).
+            t_floor = floor / data.c_t * (1 - 10 * MODEL_TOLERANCE)
+            data = replace(data, t_lb=max(data.t_lb, t_floor), t_ub=max(data.t_ub, t_floor))
     if cuts and symmetry and params.tighten:
         budget = params.tighten_share * options.remaining()
         data, rounds = tighten(data, time.perf_counter() + budget, threads=options.threads,
@@ -247,6 +266,8 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         )
 
     bound = lower(run.dual_bound) if run.dual_bound is not None else None
+    if math.isfinite(floor):
+        bound = floor if bound is None else max(bound, floor)
     if run.status == "infeasible":
         if best is not None:
             raise FormulationError(
@@ -269,6 +290,9 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         session.load(values)
         plan = read_plan(model)
         status: Status = "optimal" if run.status == "optimal" else "feasible"
+        if bound is not None and model_objective is not None \
+                and bound >= model_objective * (1 - 1e-9):
+            status = "optimal"
         return Outcome(
             plan,
             status,

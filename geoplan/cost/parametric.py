@@ -56,6 +56,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numba import njit
@@ -64,12 +65,18 @@ from geoplan.cost import bounds
 from geoplan.cost.coefficients import Coefficients
 from geoplan.cost.weights import ObjectiveWeights
 
-__all__ = ["ParametricBound", "parametric_bound", "role_prices"]
+if TYPE_CHECKING:
+    from geoplan.model.instance import Instance
+
+__all__ = ["Box", "ParametricBound", "instance_bound", "parametric_bound", "role_prices"]
 
 _INF = math.inf
 _CAP_TOL = 1e-12
 #: Boxes narrower than this (relative Z width) are not split further.
 _Z_RESOLUTION = 1e-6
+#: A box whose last splits (this many in a row) raised no bound is not split further.
+_MAX_STALL = 6
+_STALL_TOL = 1e-9
 
 # Roles: (kind of the send back, kind of the send forward); 0 none, 1 intra, 2 inter.
 _ROLE_PREV = np.array([1, 0, 2, 1, 1, 0, 0, 2, 2], np.int64)
@@ -213,6 +220,19 @@ def _relaxation_dp(L, order, site_last, comp, prices, capmid, caplast, z_hi, o,
 
 
 @dataclass(frozen=True)
+class Box:
+    """Plans with stage count in [qa, qb] and bottleneck in [za, zb]: each has an
+    objective >= ``bound`` and a stage-time sum >= ``s_floor`` (ms)."""
+
+    bound: float
+    qa: int
+    qb: int
+    za: float
+    zb: float
+    s_floor: float
+
+
+@dataclass(frozen=True)
 class ParametricBound:
     """The outcome of :func:`parametric_bound`: a proven lower bound on the objective."""
 
@@ -220,7 +240,9 @@ class ParametricBound:
     boxes: int  #: boxes evaluated
     dp_calls: int
     seconds: float
-    exhausted: bool  #: no open box can be refined further (or all are above the incumbent)
+    exhausted: bool  #: the least open box is final (or every box is above the incumbent)
+    #: The open boxes, least bound first: every plan better than the incumbent lies in one.
+    open_boxes: tuple[Box, ...] = ()
 
 
 class _Boxes:
@@ -300,25 +322,30 @@ class _Boxes:
                 lo = m
         return best
 
-    def evaluate(self, qa: int, qb: int, za: float, zb: float) -> float:
-        """A lower bound on the objective of every plan with Q in [qa, qb], Z in [za, zb]."""
-        za = max(za, self.zmin(qa, qb))
+    def evaluate(self, qa: int, qb: int, za: float, zb: float,
+                 s_parent: float = 0.0) -> tuple[float, float]:
+        """(objective bound, S bound) of every plan with Q in [qa, qb] and Z in [za, zb].
+
+        ``za`` must already be raised to :meth:`zmin`; ``s_parent``: an S bound of
+        a box containing this one (kept if the multiplier search finds less).
+        """
         if za > zb:
-            return _INF
+            return _INF, _INF
         scale = float(np.median(self.comp)) + self.o + max(float(np.min(self.prices)), 0.0)
         s_lo = self._lagrange(qa, qb, zb, 1.0, 0.0, 0.0, scale)
         if not math.isfinite(s_lo):
-            return _INF
+            return _INF, _INF
+        s_lo = max(bounds._below(s_lo), s_parent)
         x_lo = s_lo + (self.M - 1.0) * za
         if self.b <= 0.0:
-            return bounds._below(self.a * x_lo)
+            return bounds._below(self.a * x_lo), s_lo
         p_lo = self._lagrange(qa, qb, zb, 0.0, 1.0, 0.0, float(np.median(self.idle)))
         ws = self.a + self.b * p_lo / 1e3
         wp = self.b * x_lo / 1e3
         wd = self.b * self.M / 1e3
         w_scale = ws * scale + wp * float(np.median(self.idle))
         rest = self._lagrange(qa, qb, zb, ws, wp, wd, w_scale)
-        return bounds._below(rest + ws * (self.M - 1.0) * za - self.b * x_lo * p_lo / 1e3)
+        return bounds._below(rest + ws * (self.M - 1.0) * za - self.b * x_lo * p_lo / 1e3), s_lo
 
 
 def parametric_bound(
@@ -354,18 +381,24 @@ def parametric_bound(
     if not math.isfinite(z_lo) or z_lo > z_hi:
         val = ub if math.isfinite(ub) else _INF
         return ParametricBound(val, 0, 0, time.perf_counter() - t0, True)
-    heap: list[tuple[float, int, int, int, float, float]] = []
+    heap: list[tuple[float, int, int, int, float, float, float, int]] = []
     counter = 0
     n_boxes = 0
 
-    def push(qa: int, qb: int, za: float, zb: float, parent: float = -_INF) -> None:
+    def push(qa: int, qb: int, za: float, zb: float, parent: float = -_INF,
+             s_parent: float = 0.0, stall: int = 0) -> None:
         nonlocal counter, n_boxes
-        # A box inside its parent keeps the parent's bound (the multiplier search may miss).
-        v = max(bx.evaluate(qa, qb, za, zb), parent)
+        za = max(za, bx.zmin(qa, qb))
+        # A box inside its parent keeps the parent's bounds (the multiplier search may miss).
+        v, s_lo = bx.evaluate(qa, qb, za, zb, s_parent)
+        # Splits that never raise the bound (a plateau, e.g. lambda = 0 where Z hardly
+        # matters) would go on to the resolution in every box: count them.
+        stall = stall + 1 if v <= parent + _STALL_TOL * abs(parent) else 0
+        v = max(v, parent)
         n_boxes += 1
         if v < ub:
             counter += 1
-            heapq.heappush(heap, (v, counter, qa, qb, za, zb))
+            heapq.heappush(heap, (v, counter, qa, qb, za, zb, s_lo, stall))
 
     push(1, bx.q_max, z_lo, z_hi)
     exhausted = False
@@ -373,24 +406,38 @@ def parametric_bound(
         if (deadline is not None and time.perf_counter() >= deadline) or (
                 max_boxes is not None and n_boxes >= max_boxes) or (stop is not None and stop()):
             break
-        v, _, qa, qb, za, zb = heap[0]
+        v, _, qa, qb, za, zb, s_lo, stall = heap[0]
         if qa < qb and bx.caps_differ(qa, qb):
             heapq.heappop(heap)
             qm = (qa + qb) // 2
-            push(qa, qm, za, zb, v)
-            push(qm + 1, qb, za, zb, v)
+            push(qa, qm, za, zb, v, s_lo)
+            push(qm + 1, qb, za, zb, v, s_lo)
             continue
-        za_eff = max(za, bx.zmin(qa, qb))
-        if zb - za_eff <= _Z_RESOLUTION * zb:
+        if zb - za <= _Z_RESOLUTION * zb or stall >= _MAX_STALL:
             exhausted = True  # the least box is final: the bound cannot rise any more
             break
         heapq.heappop(heap)
-        zm = 0.5 * (za_eff + zb)
-        push(qa, qb, za_eff, zm, v)
-        push(qa, qb, zm, zb, v)
+        zm = 0.5 * (za + zb)
+        push(qa, qb, za, zm, v, s_lo, stall)
+        push(qa, qb, zm, zb, v, s_lo, stall)
     if not heap:
         exhausted = True
     # Box values are already taken FLOAT_MARGIN low; the incumbent is a plan's own value.
     value = min(heap[0][0], ub) if heap else ub
+    boxes = tuple(Box(float(v), qa, qb, za, zb, s_lo)
+                  for v, _, qa, qb, za, zb, s_lo, _ in sorted(heap))
     return ParametricBound(float(value), n_boxes, bx.dp_calls, time.perf_counter() - t0,
-                           exhausted)
+                           exhausted, boxes)
+
+
+def instance_bound(instance: Instance, incumbent: float | None, share: float, remaining: float,
+                   stop: Callable[[], bool] | None = None) -> tuple[float, dict[str, object]]:
+    """:func:`parametric_bound` of an instance (normalisers resolved) within ``share`` of
+    ``remaining`` seconds: (bound, or -inf if none; a summary for a solver's info)."""
+    deadline = time.perf_counter() + share * remaining if math.isfinite(remaining) else None
+    pb = parametric_bound(instance.coefficients(), instance.layers, bounds.clusters(instance),
+                          ObjectiveWeights.from_instance(instance), incumbent=incumbent,
+                          deadline=deadline, stop=stop)
+    summary: dict[str, object] = {"bound": pb.value, "seconds": round(pb.seconds, 3),
+                                  "boxes": pb.boxes, "exhausted": pb.exhausted}
+    return (pb.value if math.isfinite(pb.value) else -_INF), summary

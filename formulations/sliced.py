@@ -1,0 +1,370 @@
+"""The ``sliced`` solver: the MILP solved per bottleneck slice, slices skipped by the bound.
+
+1. Start plans: the MILP's start heuristic (and any warm start) give an incumbent.
+2. :func:`geoplan.cost.parametric.parametric_bound` with that incumbent leaves
+   the *open boxes* (stage count x bottleneck ranges) that can still hold a
+   better plan; every other plan is proven no better.
+3. The open boxes are grouped into slices (consecutive in the bottleneck). A
+   slice's MILP is the full model of :mod:`formulations.milp` with the
+   bottleneck restricted to the slice (so fewer layers per GPU and fewer arcs),
+   the stage count restricted, the parametric floor as a cut
+   (``t >= S_floor + (M - 1) tmax`` at lambda = 1, ``objective >= bound``
+   otherwise) and the incumbent as a cutoff (``objective <= incumbent``).
+4. Slices run least bound first, in this process or in worker processes
+   (``workers``) or on a Dask cluster (``dask=ADDRESS``); a slice proven
+   (optimal, or infeasible under the cutoff) is closed.
+
+Why it is exact: every plan better than the incumbent lies in an open box, each
+box lies inside its slice's ranges, and in it the floor cut holds (the box's
+bounds) and the dominance rows of the MILP keep a no-worse plan (which lies in
+some open box too, hence in some slice). The bound reported is the least of
+the open slices' bounds (HiGHS's dual bound or the boxes' bound) and the
+incumbent.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+import numpy as np
+import pyomo.environ as pyo
+
+from formulations.milp.cuts import cut_groups
+from formulations.milp.data import MilpData, prepare
+from formulations.milp.model import build_model
+from formulations.milp.start import best_plan, heuristic_plans, improve_plan
+from formulations.milp.symmetry import canonical_plan
+from formulations.milp.tolerances import HIGHS_TOLERANCES, MODEL_TOLERANCE
+from formulations.milp.values import read_plan, start_values
+from geoplan.cost import bounds, evaluate, kernel
+from geoplan.cost.parametric import Box, parametric_bound
+from geoplan.cost.weights import ObjectiveWeights
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
+from geoplan.solving.core import SolveOptions
+from geoplan.solving.params import SolverParams, param
+from geoplan.solving.registry import SolverSpec
+from geoplan.solving.result import Outcome, Status, TraceRow
+
+__all__ = ["SPEC", "Slice", "SlicedParams", "make_slices", "slice_data", "solve", "solve_slice"]
+
+
+@dataclass(frozen=True)
+class SlicedParams(SolverParams):
+    """Parameters of ``sliced`` (``--param KEY=VALUE``)."""
+
+    LABEL: ClassVar[str] = "sliced"
+
+    slices: int = param(6, "how many bottleneck slices the open boxes are grouped into",
+                        at_least=1)
+    workers: int = param(1, "worker processes solving slices at once (1: in this process)",
+                         at_least=1)
+    dask: str | None = param(None, "a Dask scheduler address: slices run on its workers")
+    bound_share: float = param(0.2, "at most this budget share for the parametric bound",
+                               at_least=0.0, at_most=1.0)
+    heuristic_share: float = param(0.05, "budget share of the start heuristic (at least 1 s, "
+                                   "at most a quarter)", at_least=0.0, at_most=1.0)
+
+
+@dataclass(frozen=True)
+class Slice:
+    """Plans with Q in [qa, qb] and max tau in [za, zb]; objective >= ``bound`` and
+    S >= ``s_floor`` for every such plan better than the incumbent."""
+
+    qa: int
+    qb: int
+    za: float
+    zb: float
+    bound: float
+    s_floor: float
+
+
+@dataclass(frozen=True)
+class SliceResult:
+    """What one slice's MILP proved: ``closed`` (no better plan left in it), its bound."""
+
+    closed: bool
+    bound: float
+    plan: dict[str, Any] | None
+    objective: float | None
+    seconds: float
+    nodes: int
+    reason: str
+
+
+def make_slices(boxes: Sequence[Box], n_slices: int) -> list[Slice]:
+    """Cut the bottleneck axis into at most ``n_slices`` intervals holding about equal
+    numbers of open boxes; a slice takes the Q range and the least floors of every
+    box its interval meets (so each box's plans are in some slice, under floors
+    valid for them)."""
+    if not boxes:
+        return []
+    mids = np.sort([0.5 * (b.za + b.zb) for b in boxes])
+    k = min(n_slices, len(boxes))
+    cuts = [float(np.quantile(mids, f)) for f in np.linspace(0, 1, k + 1)[1:-1]]
+    lo_all, hi_all = min(b.za for b in boxes), max(b.zb for b in boxes)
+    edges = sorted({lo_all, hi_all, *[c for c in cuts if lo_all < c < hi_all]})
+    out = []
+    for za, zb in itertools.pairwise(edges):
+        grp = [b for b in boxes if b.za <= zb and b.zb >= za]
+        if grp:
+            out.append(Slice(min(b.qa for b in grp), max(b.qb for b in grp), za, zb,
+                             min(b.bound for b in grp), min(b.s_floor for b in grp)))
+    return sorted(out, key=lambda s: s.bound)
+
+
+def slice_data(data: MilpData, sl: Slice) -> MilpData | None:
+    """The MILP's data with the bottleneck and stage count restricted to the slice
+    (layer bounds and arcs follow the bottleneck cap); None if nothing is left."""
+    inst = data.instance
+    c = inst.coefficients()
+    lo, hi = max(data.tmax_lb, sl.za), min(data.tmax_ub, sl.zb * (1 + 1e-9))
+    if lo > hi:
+        return None
+    kmax = min(data.kmax, sl.qb)
+    if kmax < sl.qa:
+        return None
+    n_ub: dict[int, int] = {}
+    for i in data.gpus:
+        # tau_i >= n c_i + o for every stage, so n <= (zb - o) / c_i.
+        by_time = math.floor((hi - float(c.overhead_ms)) / c.comp_ms[i] * (1 + 1e-9))
+        ub = min(data.n_ub[i], by_time)
+        if ub >= 1:
+            n_ub[i] = ub
+    if not n_ub:
+        return None
+    gpus = tuple(sorted(n_ub))
+    keep = set(gpus)
+    arcs = tuple((i, j) for i, j in data.arcs
+                 if i in keep and j in keep and data.arc_weight(i, j) <= hi)
+    dom = tuple(p for p in data.dominance if p[0] in keep and p[1] in keep)
+    M = float(c.micro_batches)
+    return replace(data, gpus=gpus, arcs=arcs, kmax=kmax, n_ub=n_ub, tmax_lb=lo, tmax_ub=hi,
+                   t_lb=max(data.t_lb, M * lo), dominance=dom,
+                   groups=cut_groups(inst, gpus, None))
+
+
+def _slice_model(instance: Instance, data: MilpData, sl: Slice,
+                 cutoff: float | None) -> pyo.ConcreteModel:
+    m = build_model(instance, data=data, symmetry=True, cuts=True)
+    for k in range(2, min(sl.qa, data.kmax) + 1):
+        m.z[k].fix(1)  # Q >= qa
+    M = float(instance.coefficients().micro_batches)
+    if data.c_e == 0 and data.c_t > 0:
+        # Mirrors geoplan.cost.kernel.iteration_time: T = S + (M - 1) tmax, S >= s_floor.
+        m.slice_floor = pyo.Constraint(expr=m.t >= sl.s_floor + (M - 1) * m.tmax)
+    elif math.isfinite(sl.bound):
+        m.slice_floor = pyo.Constraint(expr=m.obj.expr >= sl.bound)
+    if cutoff is not None and math.isfinite(cutoff):
+        m.cutoff = pyo.Constraint(expr=m.obj.expr <= cutoff)
+    return m
+
+
+def _in_slice(instance: Instance, plan: Plan, sl: Slice) -> bool:
+    c = instance.coefficients()
+    g = np.asarray(plan.gpu_indices(instance), np.int64)
+    n = np.asarray(plan.layer_counts, np.int64)
+    q = len(g)
+    tmax = max(kernel.stage_terms(k, g, n, q, c.comp_ms, c.comm_ms, c.overhead_ms)[3]
+               for k in range(q))
+    return sl.qa <= q <= sl.qb and sl.za <= tmax <= sl.zb
+
+
+def solve_slice(instance: Instance, sl: Slice, incumbent: dict[str, Any] | None,
+                cutoff: float | None, time_limit: float, seed: int, threads: int = 1,
+                until: float | None = None) -> SliceResult:
+    """Solve one slice's MILP within ``time_limit`` s and before the epoch time ``until``
+    (``time.time()``: comparable across processes and hosts; a queued task may start
+    late). Picklable in and out, for worker processes and Dask."""
+    from formulations.highs_tools import HighsSession
+
+    t0 = time.perf_counter()
+    if until is not None:
+        time_limit = min(time_limit, until - time.time())
+        if time_limit <= 0.05:
+            return SliceResult(False, sl.bound, None, None, 0.0, 0, "not started: no time left")
+    data0 = prepare(instance, cutoff)
+    data = slice_data(data0, sl)
+    if data is None:
+        return SliceResult(True, math.inf, None, None, time.perf_counter() - t0, 0, "empty")
+    m = _slice_model(instance, data, sl, cutoff)
+    session = HighsSession(m)
+    scale = max(1.0, abs(cutoff)) if cutoff is not None and math.isfinite(cutoff) else 1.0
+    session.set_options(time_limit=max(time_limit - (time.perf_counter() - t0), 1e-3),
+                        rel_gap=1e-9, abs_gap=1e-9 * scale, threads=threads, seed=seed,
+                        extra=dict(HIGHS_TOLERANCES))
+    if incumbent is not None:
+        plan = canonical_plan(data, Plan.from_dict(incumbent))
+        if _in_slice(instance, plan, sl):
+            vals = start_values(m, plan)
+            if vals is not None:
+                session.set_start(vals)
+    run = session.run()
+    seconds = time.perf_counter() - t0
+    lower = (run.dual_bound - MODEL_TOLERANCE * max(1.0, abs(run.dual_bound))
+             if run.dual_bound is not None else -math.inf)
+    if run.status == "infeasible":
+        # No plan of the slice beats the cutoff (up to HiGHS's feasibility tolerance).
+        cut = math.inf if cutoff is None else cutoff * (1 - MODEL_TOLERANCE)
+        return SliceResult(True, cut, None, None, seconds, run.nodes, "closed by the cutoff")
+    if run.values is not None:
+        session.load(run.values)
+        found = read_plan(m)
+        ev = evaluate(instance, found)
+        closed = run.status == "optimal"
+        bound = ev.objective * (1 - MODEL_TOLERANCE) if closed else max(lower, sl.bound)
+        return SliceResult(closed, bound, found.to_dict(), float(ev.objective), seconds,
+                           run.nodes, run.reason)
+    return SliceResult(False, max(lower, sl.bound), None, None, seconds, run.nodes, run.reason)
+
+
+def _submit_all(slices: list[Slice], instance: Instance, inc: dict[str, Any] | None,
+                cutoff: float | None, deadline: float, seed: int,
+                params: SlicedParams) -> list[SliceResult]:
+    left = max(deadline - time.perf_counter(), 1e-3)
+    until = time.time() + left
+    # Equal shares of the workers' time; a task that starts late still ends by `until`.
+    share = left * (1 if params.dask else params.workers) / max(len(slices), 1)
+    share = max(share, min(left, 1.0))
+    if params.dask:
+        from distributed import Client
+
+        with Client(params.dask) as client:
+            futs = [client.submit(solve_slice, instance, sl, inc, cutoff, left, seed + k, 1,
+                                  until, pure=False) for k, sl in enumerate(slices)]
+            return list(client.gather(futs))
+    with ProcessPoolExecutor(max_workers=params.workers) as pool:
+        fs: list[Future[SliceResult]] = [
+            pool.submit(solve_slice, instance, sl, inc, cutoff, share, seed + k, 1, until)
+            for k, sl in enumerate(slices)]
+        return [f.result() for f in fs]
+
+
+def _sequential(instance: Instance, slices: list[Slice], best: tuple[Plan, float] | None,
+                options: SolveOptions, trace: list[TraceRow], info: dict[str, Any],
+                ) -> list[tuple[Slice, SliceResult | None]]:
+    """Rounds over the open slices, least bound first, each taking an equal share of
+    what is left (so quickly closed slices leave more to the next); a slice left open
+    is solved again in another round while a quarter of the budget is left."""
+    state: dict[int, SliceResult | None] = dict.fromkeys(range(len(slices)))
+    inc_obj = math.inf if best is None else best[1]
+    rounds = 0
+
+    def bound_of(k: int) -> float:
+        r = state[k]
+        return slices[k].bound if r is None else max(r.bound, slices[k].bound)
+
+    # Another round restarts HiGHS from scratch: only worth it with a quarter of the budget left.
+    while (options.remaining() > max(1.0, 0.25 * options.time_limit) or rounds == 0) \
+            and not options.stopped():
+        todo = sorted((k for k, r in state.items() if not (r is not None and r.closed)
+                       and bound_of(k) < inc_obj), key=bound_of)
+        if not todo:
+            break
+        rounds += 1
+        for n, k in enumerate(todo):
+            left = options.remaining()
+            if left <= 0.5 or options.stopped():
+                break
+            if bound_of(k) >= inc_obj:
+                continue
+            prev = state[k]
+            r = solve_slice(instance, slices[k], None if best is None else best[0].to_dict(),
+                            inc_obj if best else None, left / (len(todo) - n),
+                            options.seed + k + 1000 * rounds, options.threads)
+            if prev is not None and not r.closed:
+                r = replace(r, bound=max(r.bound, prev.bound))
+            state[k] = r
+            if r.objective is not None and r.objective < inc_obj and r.plan is not None:
+                best = (Plan.from_dict(r.plan), r.objective)
+                inc_obj = r.objective
+                trace.append(TraceRow(options.elapsed(), inc_obj, None))
+                options.callbacks.on_improvement(options.elapsed(), inc_obj, None)
+    info["rounds"] = rounds
+    return [(slices[k], state[k]) for k in range(len(slices))]
+
+
+def solve(instance: Instance, options: SolveOptions) -> Outcome:
+    """Registered solver ``sliced`` (module docstring)."""
+    params = SlicedParams.parse(options.params)
+    info: dict[str, Any] = {}
+    trace: list[TraceRow] = []
+    u = instance.training.micro_batch_size
+    starts = [p for p in options.warm_start if p.micro_batch_size in (None, u)]
+    budget = min(max(params.heuristic_share * options.remaining(), 1.0),
+                 0.25 * options.remaining())
+    h_deadline = time.perf_counter() + budget
+    best = improve_plan(instance, starts + heuristic_plans(instance, h_deadline), h_deadline,
+                        options.stopped)
+    if starts:
+        warm = best_plan(instance, starts)
+        info["warm_start_accepted"] = warm is not None
+    if best is not None:
+        trace.append(TraceRow(options.elapsed(), best[1], None))
+        options.callbacks.on_improvement(options.elapsed(), best[1], None)
+    weights = ObjectiveWeights.from_instance(instance)
+    pb = parametric_bound(instance.coefficients(), instance.layers, bounds.clusters(instance),
+                          weights, incumbent=None if best is None else best[1],
+                          deadline=time.perf_counter() + params.bound_share
+                          * options.remaining(), stop=options.stopped)
+    info["parametric"] = {"bound": pb.value, "seconds": round(pb.seconds, 3),
+                          "boxes": pb.boxes, "open_boxes": len(pb.open_boxes)}
+    if best is None and not math.isfinite(pb.value):
+        return Outcome(None, "infeasible", info=info, trace=trace,
+                       message="no plan: the bound proves no stage count admits one")
+    slices = make_slices(pb.open_boxes, params.slices)
+    inc_obj = math.inf if best is None else best[1]
+    results: list[tuple[Slice, SliceResult | None]] = [(s, None) for s in slices]
+    if params.workers > 1 or params.dask:
+        if slices and options.remaining() > 0:
+            inc = None if best is None else best[0].to_dict()
+            res = _submit_all(slices, instance, inc, inc_obj if best else None,
+                              options.deadline, options.seed, params)
+            results = list(zip(slices, res, strict=True))
+    else:
+        results = _sequential(instance, slices, best, options, trace, info)
+        for _, r in results:
+            if r is not None and r.objective is not None and r.objective < inc_obj and r.plan:
+                best = (Plan.from_dict(r.plan), r.objective)
+                inc_obj = r.objective
+    for _, r in results:
+        if r is not None and r.objective is not None and r.objective < inc_obj and r.plan:
+            best = (Plan.from_dict(r.plan), r.objective)
+            inc_obj = r.objective
+    open_bounds = []
+    for sl, r in results:
+        if r is None:
+            if sl.bound < inc_obj:
+                open_bounds.append(sl.bound)
+        elif not r.closed:
+            open_bounds.append(max(r.bound, sl.bound))
+        else:
+            open_bounds.append(r.bound)
+    lb = min([inc_obj, *open_bounds]) if best is not None else min(open_bounds, default=pb.value)
+    info["slices"] = [
+        {"q": [sl.qa, sl.qb], "z": [round(sl.za, 6), round(sl.zb, 6)], "bound": sl.bound,
+         **({} if r is None else {"closed": r.closed, "final_bound": r.bound,
+                                  "seconds": round(r.seconds, 3), "nodes": r.nodes,
+                                  "reason": r.reason})}
+        for sl, r in results]
+    if best is None:
+        return Outcome(None, "no_solution", lower_bound=lb if math.isfinite(lb) else None,
+                       trace=trace, info=info, message="no plan found in the budget")
+    proven = lb >= inc_obj * (1 - 2 * MODEL_TOLERANCE)
+    status: Status = "optimal" if proven else "feasible"
+    lb = min(lb, inc_obj)
+    trace.append(TraceRow(options.elapsed(), inc_obj, lb))
+    options.callbacks.on_improvement(options.elapsed(), inc_obj, lb)
+    return Outcome(best[0], status, lower_bound=lb, trace=trace, info=info,
+                   message=None if proven else "slices left open at the time limit")
+
+
+SPEC = SolverSpec("sliced", solve, "exact",
+                  "MILP per bottleneck slice, slices skipped by the parametric bound",
+                  warm_start=True, params=SlicedParams)

@@ -1,0 +1,82 @@
+"""The ``sliced`` solver: exact on small instances, and its slices cover every open box."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import reference_model as ref
+
+from formulations.milp.data import prepare
+from formulations.sliced import Slice, make_slices, slice_data
+from geoplan.cost.parametric import Box
+from geoplan.model import generators
+from geoplan.model.instance import Instance
+from geoplan.solving.core import solve
+
+
+@pytest.mark.parametrize(("family", "n", "layers", "seed", "lam"), [
+    ("geo", 4, 5, 0, 1.0), ("metro", 5, 4, 1, 1.0), ("geo", 4, 4, 2, 0.5),
+    ("metro", 4, 5, 3, 0.5), ("geo", 5, 3, 4, 0.0),
+])
+def test_sliced_reaches_the_reference_optimum(family: str, n: int, layers: int, seed: int,
+                                               lam: float) -> None:
+    d = generators.by_family(family, n, layers, seed, lam=lam)
+    inst = Instance.from_dict(d)
+    res = solve(inst, "sliced", seed=0, time_limit=600, threads=1)
+    t_ref, e_ref = (res.t_ref_ms, res.e_ref_j) if 0 < lam < 1 else (None, None)
+    opt = ref.optimum_ref(d, t_ref, e_ref)
+    assert res.status == "optimal"
+    assert res.objective == pytest.approx(opt.objective, rel=1e-9)
+    assert res.lower_bound <= opt.objective * (1 + 1e-12)
+
+
+def test_slices_cover_every_box_with_valid_floors() -> None:
+    rng = random.Random(5)
+    boxes = []
+    for _ in range(40):
+        za = rng.uniform(1, 20)
+        qa = rng.randint(1, 10)
+        boxes.append(Box(rng.uniform(100, 200), qa, qa + rng.randint(0, 3), za,
+                         za + rng.uniform(0, 3), rng.uniform(10, 50)))
+    for k in (1, 3, 7, 100):
+        slices = make_slices(boxes, k)
+        assert 1 <= len(slices) <= k
+        for b in boxes:
+            holders = [s for s in slices if s.za <= b.zb and s.zb >= b.za]
+            assert holders
+            for s in holders:
+                assert s.qa <= b.qa and b.qb <= s.qb
+                assert s.bound <= b.bound and s.s_floor <= b.s_floor
+        # The slices' Z intervals together cover every box's interval.
+        for b in boxes:
+            covered = sorted((max(s.za, b.za), min(s.zb, b.zb)) for s in slices
+                             if s.za <= b.zb and s.zb >= b.za)
+            reach = b.za
+            for lo, hi in covered:
+                assert lo <= reach
+                reach = max(reach, hi)
+            assert reach >= b.zb
+
+
+def test_slice_data_restricts_layers_and_arcs_to_the_bottleneck() -> None:
+    inst = Instance.from_dict(generators.by_family("metro", 8, 8, 2))
+    data = prepare(inst)
+    c = inst.coefficients()
+    z = 0.5 * (data.tmax_lb + data.tmax_ub)
+    sd = slice_data(data, Slice(1, data.kmax, data.tmax_lb, z, 0.0, 0.0))
+    assert sd is not None and sd.tmax_ub <= z * (1 + 1e-9)
+    for i in sd.gpus:
+        assert sd.n_ub[i] * c.comp_ms[i] + c.overhead_ms <= z * (1 + 1e-9)
+    assert all(sd.arc_weight(i, j) <= sd.tmax_ub for i, j in sd.arcs)
+    assert set(sd.arcs) <= set(data.arcs)
+
+
+def test_worker_processes_reach_the_same_optimum() -> None:
+    d = generators.by_family("metro", 5, 6, 7)
+    inst = Instance.from_dict(d)
+    one = solve(inst, "sliced", seed=0, time_limit=600, threads=1)
+    two = solve(inst, "sliced", seed=0, time_limit=600, threads=1,
+                params={"workers": 2, "slices": 3})
+    assert one.status == two.status == "optimal"
+    assert two.objective == pytest.approx(ref.optimum_ref(d).objective, rel=1e-9)
