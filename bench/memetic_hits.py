@@ -62,7 +62,7 @@ LAMBDAS = (1.0, 0.5)
 #: generator seeds and MA seeds of each set
 SETS: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
     "tune": ((0, 1), (0, 1, 2)),
-    "test": ((21, 22), (21, 22, 23, 24, 25)),
+    "test": ((21, 22, 23), (21, 22, 23, 24, 25)),
 }
 
 

@@ -101,7 +101,7 @@ class MemeticParams(SolverParams):
         "adaptive", "adaptive: restart until T_max or a stall of stall_restarts runs; budget: "
         "restart until T_max; paper: one run (w, G_max, T_max) plus `restarts`")
     stall_restarts: int = param(
-        20, "stop=adaptive: end after this many runs in a row without a new best (and at "
+        100, "stop=adaptive: end after this many runs in a row without a new best (and at "
         "least as many as the runs before the last new best)", at_least=1)
     site_order: bool = param(
         True, "seed populations with the site-order plans (heuristics.site_order)")

@@ -37,7 +37,7 @@ def test_params_defaults_are_the_papers() -> None:
     assert (p.time_limit, p.no_improvement, p.max_generations) == (120.0, 100, None)
     assert p.n_offspring == 198
     # Our deviations (docs/memetic.md): seeded populations, restarts until a stall or T_max.
-    assert (p.stop, p.stall_restarts, p.site_order, p.restarts) == ("adaptive", 20, True, 0)
+    assert (p.stop, p.stall_restarts, p.site_order, p.restarts) == ("adaptive", 100, True, 0)
     assert p.seeding == "alternate"
     assert p.generations_per_run is None
     paper = MemeticParams(stop="paper", site_order=False)
