@@ -315,6 +315,11 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
                           * options.remaining(), stop=options.stopped)
     info["parametric"] = {"bound": pb.value, "seconds": round(pb.seconds, 3),
                           "boxes": pb.boxes, "open_boxes": len(pb.open_boxes)}
+    if math.isfinite(pb.value):
+        inc = None if best is None else best[1]
+        shown = pb.value if inc is None else min(pb.value, inc)
+        trace.append(TraceRow(options.elapsed(), inc, shown))
+        options.callbacks.on_improvement(options.elapsed(), inc, shown)
     if best is None and not math.isfinite(pb.value):
         return Outcome(None, "infeasible", info=info, trace=trace,
                        message="no plan: the bound proves no stage count admits one")
@@ -323,8 +328,8 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     results: list[tuple[Slice, SliceResult | None]] = [(s, None) for s in slices]
     if params.workers > 1 or params.dask:
         if slices and options.remaining() > 0:
-            inc = None if best is None else best[0].to_dict()
-            res = _submit_all(slices, instance, inc, inc_obj if best else None,
+            start = None if best is None else best[0].to_dict()
+            res = _submit_all(slices, instance, start, inc_obj if best else None,
                               options.deadline, options.seed, params)
             results = list(zip(slices, res, strict=True))
     else:

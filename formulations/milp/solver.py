@@ -146,10 +146,14 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         floor, info["parametric"] = parametric.instance_bound(
             instance, None if best is None else best[1], params.parametric_share,
             options.remaining(), options.stopped)
+        if math.isfinite(floor):
+            # The floor is proven now: the trace says so, not only the final bound.
+            inc = None if best is None else best[1]
+            shown = floor if inc is None else min(floor, inc)
+            trace.append(TraceRow(options.elapsed(), inc, shown))
+            options.callbacks.on_improvement(options.elapsed(), inc, shown)
         if best is not None and floor >= best[1] * (1 - 1e-12):
             # The bound reaches the best plan: it is optimal, no model needed.
-            trace.append(TraceRow(options.elapsed(), best[1], min(floor, best[1])))
-            options.callbacks.on_improvement(options.elapsed(), best[1], min(floor, best[1]))
             return Outcome(best[0], "optimal", lower_bound=min(floor, best[1]), trace=trace,
                            info=info, message="the parametric bound reaches the best plan")
         if data.c_e == 0 and data.c_t > 0 and math.isfinite(floor):

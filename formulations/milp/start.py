@@ -37,12 +37,14 @@ def best_plan(instance: Instance, plans: list[Plan]) -> tuple[Plan, float] | Non
 def heuristic_plans(instance: Instance, deadline: float | None = None) -> list[Plan]:
     """Cheap plans from the baseline's rules (infeasible ones are filtered by the caller).
 
-    Every single-GPU plan, the Metis-default plan, and for each site (and for
-    all GPUs together) its k fastest GPUs with a FLOPS-proportional split over
-    the baseline's ordering rules; the last part ends at ``deadline``
-    (``time.perf_counter()``; seconds at N=256).
+    Every single-GPU plan, the Metis-default plan, the site-order plans of
+    :mod:`heuristics.site_order` (Held-Karp over sites with exact splits; about
+    0.5 s at N=256), and for each site (and for all GPUs together) its k fastest
+    GPUs with a FLOPS-proportional split over the baseline's ordering rules; the
+    last part ends at ``deadline`` (``time.perf_counter()``; seconds at N=256).
     """
     from geoplan.cost.baseline import best_order_plan, metis_default_plan
+    from heuristics.site_order import site_order_plans
 
     c = instance.coefficients()
     L = instance.layers
@@ -53,6 +55,8 @@ def heuristic_plans(instance: Instance, deadline: float | None = None) -> list[P
     base = metis_default_plan(instance)
     if base is not None:
         plans.append(base)
+    if deadline is None or time.perf_counter() < deadline:
+        plans.extend(p.plan for p in site_order_plans(instance).plans)
     for members in _site_groups(instance):
         ranked = sorted(members, key=lambda i: (c.comp_ms[i], i))
         for k in range(2, min(len(ranked), L) + 1):
