@@ -649,10 +649,11 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     floor = root_bound(sp, bounds.clusters(instance))
     info["root_bound"] = floor
     if params.parametric:
-        pf, info["parametric"] = parametric.instance_bound(
+        pb = parametric.instance_bound(
             instance, search.incumbent if search.incumbent < _INF else None,
             params.parametric_share, options.remaining(), options.stopped)
-        floor = max(floor, pf)
+        info["parametric"] = pb.summary()
+        floor = max(floor, pb.floor)
     if options.remaining() <= 0 and search.incumbent < _INF:
         # No time left to expand the root (a large pool, or an interrupt): the incumbent,
         # with the root bound (valid for every plan), as at a time-out.

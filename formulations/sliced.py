@@ -38,13 +38,12 @@ import pyomo.environ as pyo
 from formulations.milp.cuts import cut_groups
 from formulations.milp.data import MilpData, prepare
 from formulations.milp.model import build_model
-from formulations.milp.start import best_plan, heuristic_plans, improve_plan
+from formulations.milp.start import best_plan, heuristic_start
 from formulations.milp.symmetry import canonical_plan
-from formulations.milp.tolerances import HIGHS_TOLERANCES, MODEL_TOLERANCE
+from formulations.milp.tolerances import HIGHS_TOLERANCES, MODEL_TOLERANCE, below_tolerance
 from formulations.milp.values import read_plan, start_values
-from geoplan.cost import bounds, evaluate, kernel
-from geoplan.cost.parametric import Box, parametric_bound
-from geoplan.cost.weights import ObjectiveWeights
+from geoplan.cost import evaluate, kernel
+from geoplan.cost.parametric import Box, instance_bound
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
 from geoplan.solving.core import SolveOptions
@@ -178,10 +177,12 @@ def _in_slice(instance: Instance, plan: Plan, sl: Slice) -> bool:
 
 def solve_slice(instance: Instance, sl: Slice, incumbent: dict[str, Any] | None,
                 cutoff: float | None, time_limit: float, seed: int, threads: int = 1,
-                until: float | None = None) -> SliceResult:
+                until: float | None = None, data: MilpData | None = None) -> SliceResult:
     """Solve one slice's MILP within ``time_limit`` s and before the epoch time ``until``
     (``time.time()``: comparable across processes and hosts; a queued task may start
-    late). Picklable in and out, for worker processes and Dask."""
+    late). ``data``: ``prepare(instance, cutoff)`` when the caller has it (it costs
+    O(N^2) and is the same for every slice). Picklable in and out, for worker
+    processes and Dask."""
     from formulations.highs_tools import HighsSession
 
     t0 = time.perf_counter()
@@ -189,10 +190,10 @@ def solve_slice(instance: Instance, sl: Slice, incumbent: dict[str, Any] | None,
         time_limit = min(time_limit, until - time.time())
         if time_limit <= 0.05:
             return SliceResult(False, sl.bound, None, None, 0.0, 0, "not started: no time left")
-    data0 = prepare(instance, cutoff)
-    data = slice_data(data0, sl)
-    if data is None:
+    restricted = slice_data(prepare(instance, cutoff) if data is None else data, sl)
+    if restricted is None:
         return SliceResult(True, math.inf, None, None, time.perf_counter() - t0, 0, "empty")
+    data = restricted
     m = _slice_model(instance, data, sl, cutoff)
     session = HighsSession(m)
     scale = max(1.0, abs(cutoff)) if cutoff is not None and math.isfinite(cutoff) else 1.0
@@ -207,8 +208,7 @@ def solve_slice(instance: Instance, sl: Slice, incumbent: dict[str, Any] | None,
                 session.set_start(vals)
     run = session.run()
     seconds = time.perf_counter() - t0
-    lower = (run.dual_bound - MODEL_TOLERANCE * max(1.0, abs(run.dual_bound))
-             if run.dual_bound is not None else -math.inf)
+    lower = below_tolerance(run.dual_bound) if run.dual_bound is not None else -math.inf
     if run.status == "infeasible":
         # No plan of the slice beats the cutoff (up to HiGHS's feasibility tolerance).
         cut = math.inf if cutoff is None else cutoff * (1 - MODEL_TOLERANCE)
@@ -227,6 +227,7 @@ def solve_slice(instance: Instance, sl: Slice, incumbent: dict[str, Any] | None,
 def _submit_all(slices: list[Slice], instance: Instance, inc: dict[str, Any] | None,
                 cutoff: float | None, deadline: float, seed: int,
                 params: SlicedParams) -> list[SliceResult]:
+    data = prepare(instance, cutoff)
     left = max(deadline - time.perf_counter(), 1e-3)
     until = time.time() + left
     # Equal shares of the workers' time; a task that starts late still ends by `until`.
@@ -237,11 +238,11 @@ def _submit_all(slices: list[Slice], instance: Instance, inc: dict[str, Any] | N
 
         with Client(params.dask) as client:
             futs = [client.submit(solve_slice, instance, sl, inc, cutoff, left, seed + k, 1,
-                                  until, pure=False) for k, sl in enumerate(slices)]
+                                  until, data, pure=False) for k, sl in enumerate(slices)]
             return list(client.gather(futs))
     with ProcessPoolExecutor(max_workers=params.workers) as pool:
         fs: list[Future[SliceResult]] = [
-            pool.submit(solve_slice, instance, sl, inc, cutoff, share, seed + k, 1, until)
+            pool.submit(solve_slice, instance, sl, inc, cutoff, share, seed + k, 1, until, data)
             for k, sl in enumerate(slices)]
         return [f.result() for f in fs]
 
@@ -255,6 +256,7 @@ def _sequential(instance: Instance, slices: list[Slice], best: tuple[Plan, float
     state: dict[int, SliceResult | None] = dict.fromkeys(range(len(slices)))
     inc_obj = math.inf if best is None else best[1]
     rounds = 0
+    prepared: tuple[float, MilpData] | None = None  # prepare() for the current cutoff
 
     def bound_of(k: int) -> float:
         r = state[k]
@@ -275,9 +277,12 @@ def _sequential(instance: Instance, slices: list[Slice], best: tuple[Plan, float
             if bound_of(k) >= inc_obj:
                 continue
             prev = state[k]
+            cutoff = inc_obj if best else None
+            if prepared is None or prepared[0] != inc_obj:
+                prepared = (inc_obj, prepare(instance, cutoff))
             r = solve_slice(instance, slices[k], None if best is None else best[0].to_dict(),
-                            inc_obj if best else None, left / (len(todo) - n),
-                            options.seed + k + 1000 * rounds, options.threads)
+                            cutoff, left / (len(todo) - n), options.seed + k + 1000 * rounds,
+                            options.threads, data=prepared[1])
             if prev is not None and not r.closed:
                 r = replace(r, bound=max(r.bound, prev.bound))
             state[k] = r
@@ -297,24 +302,17 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     trace: list[TraceRow] = []
     u = instance.training.micro_batch_size
     starts = [p for p in options.warm_start if p.micro_batch_size in (None, u)]
-    budget = min(max(params.heuristic_share * options.remaining(), 1.0),
-                 0.25 * options.remaining())
-    h_deadline = time.perf_counter() + budget
-    best = improve_plan(instance, starts + heuristic_plans(instance, h_deadline), h_deadline,
-                        options.stopped)
+    best = heuristic_start(instance, starts, params.heuristic_share, options.remaining(),
+                           options.stopped)
     if starts:
         warm = best_plan(instance, starts)
         info["warm_start_accepted"] = warm is not None
     if best is not None:
         trace.append(TraceRow(options.elapsed(), best[1], None))
         options.callbacks.on_improvement(options.elapsed(), best[1], None)
-    weights = ObjectiveWeights.from_instance(instance)
-    pb = parametric_bound(instance.coefficients(), instance.layers, bounds.clusters(instance),
-                          weights, incumbent=None if best is None else best[1],
-                          deadline=time.perf_counter() + params.bound_share
-                          * options.remaining(), stop=options.stopped)
-    info["parametric"] = {"bound": pb.value, "seconds": round(pb.seconds, 3),
-                          "boxes": pb.boxes, "open_boxes": len(pb.open_boxes)}
+    pb = instance_bound(instance, None if best is None else best[1], params.bound_share,
+                        options.remaining(), options.stopped)
+    info["parametric"] = pb.summary()
     if math.isfinite(pb.value):
         inc = None if best is None else best[1]
         shown = pb.value if inc is None else min(pb.value, inc)
@@ -334,10 +332,6 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
             results = list(zip(slices, res, strict=True))
     else:
         results = _sequential(instance, slices, best, options, trace, info)
-        for _, r in results:
-            if r is not None and r.objective is not None and r.objective < inc_obj and r.plan:
-                best = (Plan.from_dict(r.plan), r.objective)
-                inc_obj = r.objective
     for _, r in results:
         if r is not None and r.objective is not None and r.objective < inc_obj and r.plan:
             best = (Plan.from_dict(r.plan), r.objective)

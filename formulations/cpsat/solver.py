@@ -101,8 +101,9 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     if params.parametric:
         priced = (_priced(instance, p) for p in uppers)
         inc = min((e.objective for e in priced if e is not None), default=None)
-        floor, info["parametric"] = parametric.instance_bound(
-            instance, inc, params.parametric_share, options.remaining(), options.stopped)
+        pb = parametric.instance_bound(instance, inc, params.parametric_share,
+                                       options.remaining(), options.stopped)
+        floor, info["parametric"] = pb.floor, pb.summary()
 
     solver = cp_model.CpSolver()
     p = solver.parameters

@@ -18,13 +18,14 @@ from typing import Any, ClassVar
 
 from formulations.milp.data import prepare
 from formulations.milp.model import BuildAbandoned, build_checker, build_model
-from formulations.milp.start import best_plan, heuristic_plans, improve_plan
+from formulations.milp.start import best_plan, heuristic_start
 from formulations.milp.symmetry import canonical_plan
 from formulations.milp.tightening import tighten
 from formulations.milp.tolerances import (
     HIGHS_TOLERANCES,
     MODEL_TOLERANCE,
     PREPARE_S_PER_GPU2,
+    below_tolerance,
     build_estimate,
 )
 from formulations.milp.values import read_plan, start_values
@@ -91,11 +92,8 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     warm = best_plan(instance, usable_starts) if usable_starts else None
     best = warm
     if params.heuristic:
-        share = params.heuristic_share
-        budget = min(max(share * options.remaining(), 1.0), 0.25 * options.remaining())
-        h_deadline = time.perf_counter() + budget
-        candidates = usable_starts + heuristic_plans(instance, h_deadline)
-        best = improve_plan(instance, candidates, h_deadline, options.stopped)
+        best = heuristic_start(instance, usable_starts, params.heuristic_share,
+                               options.remaining(), options.stopped)
         info["heuristic_s"] = round(time.perf_counter() - t_start, 4)
     if best is not None:
         trace.append(TraceRow(options.elapsed(), best[1], None))
@@ -143,9 +141,10 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     info["tmax_lb"] = {"initial": data.tmax_lb}
     floor = -math.inf
     if params.parametric:
-        floor, info["parametric"] = parametric.instance_bound(
-            instance, None if best is None else best[1], params.parametric_share,
-            options.remaining(), options.stopped)
+        pb = parametric.instance_bound(instance, None if best is None else best[1],
+                                       params.parametric_share, options.remaining(),
+                                       options.stopped)
+        floor, info["parametric"] = pb.floor, pb.summary()
         if math.isfinite(floor):
             # The floor is proven now: the trace says so, not only the final bound.
             inc = None if best is None else best[1]
@@ -229,20 +228,16 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
 
     first_incumbent: list[float] = []
 
-    def lower(bound: float) -> float:
-        # HiGHS's dual bound holds up to its tolerances; keep it on the safe side.
-        return bound - MODEL_TOLERANCE * max(1.0, abs(bound))
-
     def on_incumbent(_: float, obj: float, bound: float) -> None:
         first_incumbent.append(obj)
-        b = lower(bound) if math.isfinite(bound) else None
+        b = below_tolerance(bound) if math.isfinite(bound) else None
         trace.append(TraceRow(options.elapsed(), obj, b))
         options.callbacks.on_improvement(options.elapsed(), obj, b)
 
     def on_bound(_: float, bound: float) -> None:
         inc = trace[-1].incumbent if trace else None
-        trace.append(TraceRow(options.elapsed(), inc, lower(bound)))
-        options.callbacks.on_improvement(options.elapsed(), inc, lower(bound))
+        trace.append(TraceRow(options.elapsed(), inc, below_tolerance(bound)))
+        options.callbacks.on_improvement(options.elapsed(), inc, below_tolerance(bound))
 
     run = session.run(on_incumbent, on_bound, stop=options.stop)
     info["highs"] = {
@@ -269,7 +264,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
             and best[1] <= warm[1]
         )
 
-    bound = lower(run.dual_bound) if run.dual_bound is not None else None
+    bound = below_tolerance(run.dual_bound) if run.dual_bound is not None else None
     if math.isfinite(floor):
         bound = floor if bound is None else max(bound, floor)
     if run.status == "infeasible":

@@ -17,7 +17,7 @@ from geoplan.errors import InputError
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
 
-__all__ = ["best_plan", "heuristic_plans", "improve_plan"]
+__all__ = ["best_plan", "heuristic_plans", "heuristic_start", "improve_plan"]
 
 
 def best_plan(instance: Instance, plans: list[Plan]) -> tuple[Plan, float] | None:
@@ -149,3 +149,15 @@ def improve_plan(
         return found
     return best
 
+
+def heuristic_start(
+    instance: Instance, starts: list[Plan], share: float, remaining: float,
+    stopped: Callable[[], bool] | None = None,
+) -> tuple[Plan, float] | None:
+    """The best start plan: ``starts`` and :func:`heuristic_plans`, improved by
+    :func:`improve_plan` within ``share`` of ``remaining`` seconds (at least 1 s,
+    at most a quarter)."""
+    budget = min(max(share * remaining, 1.0), 0.25 * remaining)
+    deadline = time.perf_counter() + budget
+    return improve_plan(instance, starts + heuristic_plans(instance, deadline), deadline,
+                        stopped)

@@ -18,6 +18,7 @@ __all__ = [
     "LP_TOLERANCE",
     "MODEL_TOLERANCE",
     "PREPARE_S_PER_GPU2",
+    "below_tolerance",
     "build_estimate",
 ]
 
@@ -44,3 +45,8 @@ _BUILD_S_PER_ITEM = 2e-4
 def build_estimate(data: MilpData) -> float:
     """Seconds to build the model of ``data`` and translate it to HiGHS (a rough guide)."""
     return _BUILD_S_PER_ITEM * (len(data.arcs) + 20 * len(data.gpus))
+
+
+def below_tolerance(bound: float) -> float:
+    """HiGHS's dual bound holds up to its tolerances: the bound taken that far low."""
+    return bound - MODEL_TOLERANCE * max(1.0, abs(bound))

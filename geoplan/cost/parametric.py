@@ -244,6 +244,16 @@ class ParametricBound:
     #: The open boxes, least bound first: every plan better than the incumbent lies in one.
     open_boxes: tuple[Box, ...] = ()
 
+    @property
+    def floor(self) -> float:
+        """The value as an objective floor: -inf when infinite (no plan exists)."""
+        return self.value if math.isfinite(self.value) else -_INF
+
+    def summary(self) -> dict[str, object]:
+        """What a solver reports of the search in its info."""
+        return {"bound": self.value, "seconds": round(self.seconds, 3), "boxes": self.boxes,
+                "open_boxes": len(self.open_boxes), "exhausted": self.exhausted}
+
 
 class _Boxes:
     """The data one instance's boxes share, and the evaluation of one box."""
@@ -269,6 +279,10 @@ class _Boxes:
             np.where(np.isfinite(c.comm_ms), c.comm_ms, 0.0))), self.L, self.o)
         self.tlb = relax.tmax_bounds(worst * (1 + 1e-9))
         self.z_worst = worst
+        # Step scales of the multiplier searches (instance constants).
+        self.mu_scale = float(np.median(self.comp)) + self.o + max(float(np.min(self.prices)),
+                                                                  0.0)
+        self.idle_scale = float(np.median(self.idle))
         self.dp_calls = 0
 
     def zmin(self, qa: int, qb: int) -> float:
@@ -331,19 +345,18 @@ class _Boxes:
         """
         if za > zb:
             return _INF, _INF
-        scale = float(np.median(self.comp)) + self.o + max(float(np.min(self.prices)), 0.0)
-        s_lo = self._lagrange(qa, qb, zb, 1.0, 0.0, 0.0, scale)
+        s_lo = self._lagrange(qa, qb, zb, 1.0, 0.0, 0.0, self.mu_scale)
         if not math.isfinite(s_lo):
             return _INF, _INF
         s_lo = max(bounds._below(s_lo), s_parent)
         x_lo = s_lo + (self.M - 1.0) * za
         if self.b <= 0.0:
             return bounds._below(self.a * x_lo), s_lo
-        p_lo = self._lagrange(qa, qb, zb, 0.0, 1.0, 0.0, float(np.median(self.idle)))
+        p_lo = self._lagrange(qa, qb, zb, 0.0, 1.0, 0.0, self.idle_scale)
         ws = self.a + self.b * p_lo / 1e3
         wp = self.b * x_lo / 1e3
         wd = self.b * self.M / 1e3
-        w_scale = ws * scale + wp * float(np.median(self.idle))
+        w_scale = ws * self.mu_scale + wp * self.idle_scale
         rest = self._lagrange(qa, qb, zb, ws, wp, wd, w_scale)
         return bounds._below(rest + ws * (self.M - 1.0) * za - self.b * x_lo * p_lo / 1e3), s_lo
 
@@ -431,13 +444,10 @@ def parametric_bound(
 
 
 def instance_bound(instance: Instance, incumbent: float | None, share: float, remaining: float,
-                   stop: Callable[[], bool] | None = None) -> tuple[float, dict[str, object]]:
+                   stop: Callable[[], bool] | None = None) -> ParametricBound:
     """:func:`parametric_bound` of an instance (normalisers resolved) within ``share`` of
-    ``remaining`` seconds: (bound, or -inf if none; a summary for a solver's info)."""
+    ``remaining`` seconds."""
     deadline = time.perf_counter() + share * remaining if math.isfinite(remaining) else None
-    pb = parametric_bound(instance.coefficients(), instance.layers, bounds.clusters(instance),
-                          ObjectiveWeights.from_instance(instance), incumbent=incumbent,
-                          deadline=deadline, stop=stop)
-    summary: dict[str, object] = {"bound": pb.value, "seconds": round(pb.seconds, 3),
-                                  "boxes": pb.boxes, "exhausted": pb.exhausted}
-    return (pb.value if math.isfinite(pb.value) else -_INF), summary
+    return parametric_bound(instance.coefficients(), instance.layers, bounds.clusters(instance),
+                            ObjectiveWeights.from_instance(instance), incumbent=incumbent,
+                            deadline=deadline, stop=stop)
