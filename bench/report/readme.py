@@ -66,8 +66,14 @@ def manifest_source(manifest: Mapping[str, Any], experiment: str) -> str | None:
     if not src:
         return None
     path = Path(src)
-    return str(path.relative_to(ROOT)) if path.is_absolute() and path.is_relative_to(ROOT) \
-        else str(path)
+    if path.is_absolute() and path.is_relative_to(ROOT):
+        return str(path.relative_to(ROOT))
+    parts = path.parts
+    # A run recorded in another checkout: the repository-relative tail is the same.
+    for i in range(len(parts) - 1):
+        if parts[i:i + 2] == ("bench", "experiments"):
+            return "/".join(parts[i:])
+    return str(path)
 
 
 def _exact_stop(rows: Sequence[Row], manifest: Mapping[str, Any], f: Facts) -> None:
