@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from typing import Any, TextIO
 
 from geoplan.cost import Evaluation, objective_units
+from geoplan.cost.hybrid_evaluate import HybridEvaluation
+from geoplan.model.hybrid import HybridPlan
 from geoplan.model.plan import Plan
 from geoplan.solving.core import Callbacks
 
@@ -16,6 +18,8 @@ __all__ = [
     "ProgressPrinter",
     "format_count",
     "format_evaluation",
+    "format_hybrid_evaluation",
+    "format_hybrid_plan",
     "format_plan",
     "format_solvers",
     "space_size_text",
@@ -73,6 +77,65 @@ def format_evaluation(ev: Evaluation) -> str:
         table,
         "(* bottleneck stage)",
         f"T_iter    {ev.t_iter_ms:.3f} ms",
+        f"E_iter    {ev.e_iter_j:.3f} J",
+        f"objective {ev.objective:.6g} {objective_units(ev.lam)} (lambda {ev.lam:g}"
+        + (f", T_ref {ev.t_ref_ms:.6g} ms, E_ref {ev.e_ref_j:.6g} J)"
+           if ev.t_ref_ms is not None and ev.e_ref_j is not None else ")"),
+        "feasible  " + ("yes" if ev.feasible else "NO"),
+    ]
+    lines += [f"  - {v.message}" for v in ev.violations]
+    return "\n".join(lines)
+
+
+def format_hybrid_plan(plan: HybridPlan) -> str:
+    """Stage table of a hybrid plan alone: layers, tp, recompute, replicas (GPUs x samples)."""
+    rows = []
+    first = 1
+    for q, s in enumerate(plan.stages):
+        reps = "  ".join("[" + " ".join(r.gpus) + "]" + (f" x{r.samples}" if r.samples else "")
+                         for r in s.replicas)
+        rows.append([str(q + 1), str(s.layers), f"{first}-{first + s.layers - 1}", str(s.tp),
+                     str(len(s.replicas)), s.recompute, reps])
+        first += s.layers
+    head = _table(["stage", "layers", "range", "tp", "replicas", "recompute", "GPUs x samples"],
+                  rows)
+    extra = []
+    if plan.micro_batch_size is not None:
+        extra.append(f"micro-batch {plan.micro_batch_size}")
+    if plan.zero is not None:
+        extra.append(f"zero {plan.zero}")
+    return head + ("\n" + ", ".join(extra) if extra else "")
+
+
+def format_hybrid_evaluation(ev: HybridEvaluation) -> str:
+    """Per stage and replica: GPUs, samples, compute, TP, sends, tau, A_q, memory; totals."""
+    rows = []
+    first = 1
+    bott = ev.bottleneck_stage if ev.stages else -1
+    for q, s in enumerate(ev.stages):
+        for r, rep in enumerate(s.replicas):
+            head = r == 0
+            rows.append([
+                (str(q + 1) + ("*" if q == bott else "")) if head else "",
+                f"{first}-{first + s.layers - 1}" if head else "",
+                (f"{s.tp}" + (" rc" if s.recompute == "full" else "")) if head else "",
+                " ".join(rep.gpus),
+                str(rep.samples),
+                f"{rep.compute_ms:.3f}",
+                f"{rep.tp_comm_ms:.3f}",
+                f"{s.comm_fwd_ms:.3f}" if head else "",
+                f"{s.comm_bwd_ms:.3f}" if head else "",
+                f"{s.tau_ms:.3f}" if head else "",
+                f"{s.grad_sync_ms:.3f}" if head else "",
+                f"{rep.memory_gb:.2f}/{rep.memory_limit_gb:.2f}",
+            ])
+        first += s.layers
+    table = _table(["stage", "layers", "tp", "replica GPUs", "samples", "compute ms", "TP ms",
+                    "fwd ms", "bwd ms", "tau ms", "sync ms", "memory GB"], rows)
+    lines = [
+        table,
+        f"(* bottleneck stage; micro-batch {ev.micro_batch_size}, zero {ev.zero})",
+        f"T_iter    {ev.t_iter_ms:.3f} ms (gradient sync {ev.grad_sync_ms:.3f} ms)",
         f"E_iter    {ev.e_iter_j:.3f} J",
         f"objective {ev.objective:.6g} {objective_units(ev.lam)} (lambda {ev.lam:g}"
         + (f", T_ref {ev.t_ref_ms:.6g} ms, E_ref {ev.e_ref_j:.6g} J)"

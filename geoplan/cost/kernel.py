@@ -22,6 +22,7 @@ import numpy as np
 from numba import njit
 
 __all__ = [
+    "COMPILED",
     "FEASIBLE",
     "INVALID",
     "MEMORY",
@@ -29,6 +30,7 @@ __all__ = [
     "MODE_MIX",
     "MODE_TIME",
     "NO_LINK",
+    "compile_together",
     "iteration_energy",
     "iteration_time",
     "objective",
@@ -135,7 +137,16 @@ def price_stages(gpus, counts, q, comp_ms, comm_ms, overhead_ms, idle_w, dyn_w, 
 
 
 def _compile(names: tuple[str, ...]) -> dict[str, Any]:
-    """numba versions of ``names`` whose globals resolve to each other's compiled forms.
+    """numba versions of ``names`` whose globals resolve to each other's compiled forms."""
+    return compile_together(globals(), names)
+
+
+def compile_together(
+    namespace: dict[str, Any], names: tuple[str, ...], compiled: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """numba versions of ``names`` (functions of ``namespace``, a module's globals) whose
+    globals resolve to each other's compiled forms and to ``compiled`` (already compiled
+    functions of other modules, by the name the callers use).
 
     Callees come first in ``names``: each function is compiled against a
     namespace that already holds the compiled forms it calls. (numba's
@@ -143,9 +154,10 @@ def _compile(names: tuple[str, ...]) -> dict[str, Any]:
     callees behind a call boundary that measured 12% slower in the batch
     evaluator.)
     """
-    ns = dict(globals())
+    ns = dict(namespace)
+    ns.update(compiled or {})
     for name in names:
-        fn = globals()[name]
+        fn = namespace[name]
         clone = types.FunctionType(fn.__code__, ns, name, fn.__defaults__)
         clone.__qualname__ = fn.__qualname__
         clone.__module__ = fn.__module__
@@ -155,6 +167,8 @@ def _compile(names: tuple[str, ...]) -> dict[str, Any]:
 
 _COMPILED = _compile(("stage_terms", "iteration_time", "iteration_energy", "objective",
                       "per_layer_bytes", "stage_bytes", "price_stages"))
+#: The compiled forms of the formulas, by name (the hybrid kernel calls some of them).
+COMPILED = _COMPILED
 #: The compiled pricer, inlined by the batch evaluator, the exact split and B&B,
 #: and called directly by Python code that prices many stage lists in a loop.
 price_stages_compiled = _COMPILED["price_stages"]

@@ -373,6 +373,13 @@ class TrainingSpec:
                     )
             _set(self, "recompute_choices", tuple(rc))
 
+    @property
+    def declares_hybrid(self) -> bool:
+        """Whether any optional field of hybrid-model.md is given (the instance is meant
+        for the hybrid space too, so plans of one-GPU stages need not fit it)."""
+        return (self.zero != 0 or self.max_tp != 8 or self.zero_choices is not None
+                or self.micro_batch_choices is not None or self.recompute_choices is not None)
+
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
             "batch_size": self.batch_size,
@@ -866,6 +873,18 @@ class Instance:
         c = self.coefficients()
         if memory_admits_pipeline(c.mem_cap, c.mem_w, c.mem_a, c.mem_last, self.layers):
             return
+        if self.training.declares_hybrid:
+            # Stages of GPU groups divide a stage's memory (TP) and shard its state
+            # (ZeRO); all a group pool must hold is d + 3 >= 4 copies of kappa per
+            # parameter over its d replicas (hybrid-model.md, sigma), activations aside.
+            need = 4.0 * (self.layers * self.model.params_per_layer + self.model.params_lm_head
+                          ) * self.training.bytes_per_value
+            if float(np.sum(c.mem_cap)) >= need:
+                return
+            raise InputError(
+                "gpus", f"{self.n} GPUs, {float(np.sum(c.mem_cap)) / 1e9:.4g} GB in all",
+                f"even hybrid stages cannot hold the model: its weights, gradients and "
+                f"optimizer state need at least {need / 1e9:.4g} GB")
         L = self.layers
         need = c.stage_bytes(1, 1, last=True) / 1e9
         raise InputError(

@@ -23,6 +23,13 @@ ViolationKind = Literal[
     "missing_link",
     "memory",
     "micro_batch",
+    # hybrid-model.md only
+    "tp",
+    "replica_size",
+    "tp_site",
+    "samples",
+    "zero",
+    "recompute",
 ]
 KINDS: tuple[ViolationKind, ...] = get_args(ViolationKind)
 
