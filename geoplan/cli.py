@@ -117,24 +117,43 @@ def _write(option: str, path: str, text: str) -> None:
         raise InputError(option, path, f"cannot write: {exc.strerror or exc}") from None
 
 
-def cmd_evaluate(args: argparse.Namespace) -> int:
+def _evaluate_any(inst: Any, plan: Any) -> tuple[Any, str]:
+    """(evaluation, text) of a plan of either space."""
+    from geoplan.model.hybrid import HybridPlan
+
+    if isinstance(plan, HybridPlan):
+        from geoplan.cost.hybrid_evaluate import evaluate_hybrid
+        from geoplan.display import format_hybrid_evaluation
+
+        hev = evaluate_hybrid(inst, plan)
+        return hev, format_hybrid_evaluation(hev)
     from geoplan.cost import evaluate
     from geoplan.display import format_evaluation
-    from geoplan.model.plan import load_plan
 
-    ev = evaluate(_instance(args), load_plan(args.plan))
+    ev = evaluate(inst, plan)
+    return ev, format_evaluation(ev)
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from geoplan.model.hybrid import load_any_plan
+
+    ev, text = _evaluate_any(_instance(args), load_any_plan(args.plan))
     if args.json:
         print(json.dumps(ev.to_dict(), indent=None if args.compact else 2))
     else:
-        print(format_evaluation(ev))
+        print(text)
     return 0
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from geoplan.model.plan import load_plan
+    from geoplan.model.hybrid import HybridPlan, load_any_plan
+    from geoplan.model.hybrid_validation import validate_hybrid
     from geoplan.model.validation import validate
 
-    violations = validate(_instance(args), load_plan(args.plan))
+    plan = load_any_plan(args.plan)
+    inst = _instance(args)
+    violations = (validate_hybrid(inst, plan) if isinstance(plan, HybridPlan)
+                  else validate(inst, plan))
     if args.json:
         print(json.dumps({"feasible": not violations,
                           "violations": [v.to_dict() for v in violations]}))
@@ -234,14 +253,14 @@ def _cmd_solve(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from geoplan.display import format_evaluation, format_plan
-    from geoplan.model.plan import load_plan
+    from geoplan.display import format_hybrid_plan, format_plan
+    from geoplan.model.hybrid import HybridPlan, load_any_plan
 
-    plan = load_plan(args.plan)
+    plan = load_any_plan(args.plan)
     if args.instance:
-        from geoplan.cost import evaluate
-
-        print(format_evaluation(evaluate(_instance(args), plan)))
+        print(_evaluate_any(_instance(args), plan)[1])
+    elif isinstance(plan, HybridPlan):
+        print(format_hybrid_plan(plan))
     else:
         print(format_plan(plan))
     return 0
