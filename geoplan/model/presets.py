@@ -27,10 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from geoplan.cost import kernel
+from geoplan.cost import hybrid_kernel, kernel
 from geoplan.cost.coefficients import memory_admits_pipeline
 from geoplan.errors import InputError
 from geoplan.model.catalog import GPU_TYPES, GPUType, ModelShape, model_shape
+from geoplan.model.hybrid import RECOMPUTE
 from geoplan.model.network import aws_link
 
 __all__ = [
@@ -432,32 +433,27 @@ def gpu_memory_gb(
     bytes_per_value: float = 2.0,
     activation_factor: float = 17.0,
 ) -> float:
-    """Memory (GB) of one GPU of a hybrid stage, hybrid-model.md "Memory" (a restatement).
+    """Memory (GB) of one GPU of a hybrid stage (hybrid-model.md "Memory").
 
-    Restated here until the hybrid kernel exists; at tp 1, one replica, ZeRO 0 and
-    recompute none it is ``kernel.stage_bytes`` (pinned in tests/geoplan/test_presets.py).
+    ``hybrid_kernel.replica_bytes`` with one replica's ``samples`` of a micro-batch;
+    ``last``: the stage holds the LM head and logits.
     """
-    kappa, alpha = bytes_per_value, activation_factor
+    if recompute not in RECOMPUTE:
+        raise InputError("recompute", recompute, f"expected one of {list(RECOMPUTE)}")
+    kappa = bytes_per_value
     T, H, V = shape.seq_len, shape.hidden, shape.vocab
-    d = replicas
-    sigma = {0: 4.0, 1: 2.0 + 2.0 / d, 2: 1.0 + 3.0 / d}[zero]
-    unit = kappa * samples * T * H / tp  # one stored value per token and hidden unit, per GPU
-    if recompute == "none":
-        act = (stages + 1) * layers * alpha * unit
-    elif recompute == "full":
-        act = (stages + 1) * layers * unit + alpha * unit
-    else:
-        raise InputError("recompute", recompute, "expected 'none' or 'full'")
-    mem = layers * 12.0 * H * H * kappa * sigma / tp + act
-    if last:
-        mem += V * H * kappa * sigma / tp + 2.0 * kappa * samples * T * V / tp
-    return mem / 1e9
+    mem = hybrid_kernel.replica_bytes(
+        layers, tp, replicas, zero, RECOMPUTE.index(recompute), samples, stages, last,
+        12.0 * H * H * kappa, float(V * H) * kappa, activation_factor, kappa * T * H,
+        kappa * T * V,
+    )
+    return float(mem) / 1e9
 
 
 def one_gpu_stage_floor_gb(shape: ModelShape, micro_batch_size: int = 1) -> tuple[int, float]:
     """(Q, GB): the least memory any one-GPU-per-stage pipeline needs on its fullest GPU.
 
-    In GeoTrain's model (tp 1, recompute none) some stage of a Q-stage pipeline holds
+    In GeoTrain's model (tp 1, recompute none; kappa 2, alpha 17) a Q-stage pipeline holds
     at least ceil(L / Q) layers at the per-layer bytes of Q stages; the minimum over Q
     (the LM head ignored, so a lower bound) is returned with its Q.
     """
