@@ -453,9 +453,10 @@ def gpu_memory_gb(
 def one_gpu_stage_floor_gb(shape: ModelShape, micro_batch_size: int = 1) -> tuple[int, float]:
     """(Q, GB): the least memory any one-GPU-per-stage pipeline needs on its fullest GPU.
 
-    In GeoTrain's model (tp 1, recompute none; kappa 2, alpha 17) a Q-stage pipeline holds
-    at least ceil(L / Q) layers at the per-layer bytes of Q stages; the minimum over Q
-    (the LM head ignored, so a lower bound) is returned with its Q.
+    In GeoTrain's model (tp 1, recompute none; kappa 2, alpha 17) some stage of a
+    Q-stage pipeline holds at least ceil(L / Q) layers at the per-layer bytes of Q
+    stages; the minimum over Q (the LM head ignored, so a lower bound) is returned
+    with its Q.
     """
     m = shape
     mem_w = 4.0 * 12 * m.hidden**2 * 2.0

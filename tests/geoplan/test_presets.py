@@ -180,6 +180,28 @@ def test_llama2_70b_needs_more_than_one_gpu_stages_on_a100_40() -> None:
     assert rows["TP 8, 2 stages x 40 layers, 4 replicas, ZeRO 2"][0] == pytest.approx(hand)
 
 
+def test_memory_table_agrees_with_the_hybrid_evaluator() -> None:
+    """Each layout of the docs table, placed node by node, is feasible iff it fits."""
+    from geoplan.cost.hybrid_evaluate import evaluate_hybrid
+    from geoplan.model.hybrid import HybridPlan
+
+    inst = Instance.from_dict(preset_instance("a100-40-3r", "llama2-70b"))
+    for case, _gb, _cap, fits in memory_cases():
+        ids = iter(g.id for g in inst.gpus)
+        u = case.replicas  # one sample per replica
+        stages = [
+            {"layers": 80 // case.stages, "tp": case.tp, "recompute": case.recompute,
+             "replicas": [{"gpus": [next(ids) for _ in range(case.tp)], "samples": 1}
+                          for _ in range(case.replicas)]}
+            for _ in range(case.stages)
+        ]
+        plan = HybridPlan.from_dict({"stages": stages, "micro_batch_size": u,
+                                     "zero": case.zero})
+        ev = evaluate_hybrid(inst, plan)
+        assert ev.feasible == fits, (case.label, [v.message for v in ev.violations][:2])
+        assert all("GB" in v.message for v in ev.violations)  # memory is the only reason
+
+
 def test_gpu_memory_reduces_to_the_geotrain_kernel() -> None:
     shape = MODEL_SHAPES["llama2-13b"]
     kappa, T, H, V = 2.0, shape.seq_len, shape.hidden, shape.vocab
