@@ -119,18 +119,12 @@ def _write(option: str, path: str, text: str) -> None:
 
 def _evaluate_any(inst: Any, plan: Any) -> tuple[Any, str]:
     """(evaluation, text) of a plan of either space."""
-    from geoplan.model.hybrid import HybridPlan
+    from geoplan.cost.hybrid_evaluate import HybridEvaluation, evaluate_any
+    from geoplan.display import format_evaluation, format_hybrid_evaluation
 
-    if isinstance(plan, HybridPlan):
-        from geoplan.cost.hybrid_evaluate import evaluate_hybrid
-        from geoplan.display import format_hybrid_evaluation
-
-        hev = evaluate_hybrid(inst, plan)
-        return hev, format_hybrid_evaluation(hev)
-    from geoplan.cost import evaluate
-    from geoplan.display import format_evaluation
-
-    ev = evaluate(inst, plan)
+    ev = evaluate_any(inst, plan)
+    if isinstance(ev, HybridEvaluation):
+        return ev, format_hybrid_evaluation(ev)
     return ev, format_evaluation(ev)
 
 
@@ -167,11 +161,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def _warm_start(value: str | None) -> Any:
     if value is None:
         return None
-    from geoplan.model.plan import load_plan
+    from geoplan.model.hybrid import load_any_plan
     from geoplan.solving.core import get_solver
 
     if Path(value).exists():
-        return load_plan(value)
+        return load_any_plan(value)
     try:
         get_solver(value)
     except InputError:
@@ -191,8 +185,9 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
 
 def _cmd_solve(args: argparse.Namespace) -> int:
-    from geoplan.display import ProgressPrinter, format_evaluation
-    from geoplan.solving.core import Callbacks, get_solver, solve
+    from geoplan.display import ProgressPrinter
+    from geoplan.solving.core import Callbacks, solve
+    from geoplan.solving.registry import solver_for_space
 
     # Everything that can be checked is checked before any work (formats.md: exit 2).
     for option, path in (("--out", args.out), ("--result", args.result),
@@ -200,7 +195,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
         _check_output(option, path)
     params = _params(args.param, "--param")
     ws_params = _params(args.warm_start_param, "--warm-start-param")
-    spec = get_solver(args.solver)
+    spec = solver_for_space(args.solver, args.space)
     spec.load()
     spec.parse_params(params)  # errors name params.KEY
     warm_start = _warm_start(args.warm_start)
@@ -209,7 +204,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
             raise InputError("--warm-start-param", " ".join(f"{k}={v}" for k, v in
                                                            ws_params.items()),
                              "needs --warm-start SOLVER (a solver name, not a plan file)")
-        ws_spec = get_solver(warm_start)
+        ws_spec = solver_for_space(warm_start, spec.space)
         ws_spec.load()
         ws_spec.parse_params(ws_params, where="warm_start_params")
     inst = _instance(args)
@@ -225,6 +220,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
         params=params,
         warm_start_params=ws_params or None,
         callbacks=ProgressPrinter() if progress else Callbacks(),
+        space=args.space,
     )
     ws_note = (result.info.get("warm_start") or {}).get("note")
     if ws_note:  # one line: what of the warm start could not be used, and what was returned
@@ -244,9 +240,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     else:
         print(result.summary())
         if result.plan is not None:
-            from geoplan.cost import evaluate
-
-            print(format_evaluation(evaluate(inst, result.plan)))
+            print(_evaluate_any(inst, result.plan)[1])
         elif result.message:
             print(result.message)
     return 0
@@ -427,6 +421,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--warm-start-param", action="append", type=_param, metavar="KEY=VALUE",
                    help="a parameter of the --warm-start solver (repeatable)")
     s.add_argument("--lambda", dest="lam", type=_lambda)
+    s.add_argument("--space", choices=("pipeline", "hybrid"), default="pipeline",
+                   help="pipeline: GeoTrain's one-GPU stages (default); hybrid: stages of "
+                   "GPU groups with tensor and data parallelism (hybrid-model.md), solved by "
+                   "the solver's hybrid-NAME variant")
     s.add_argument("--param", action="append", type=_param, metavar="KEY=VALUE",
                    help="a parameter of the solver (repeatable; `geoplan solvers NAME` "
                    "lists them)")

@@ -17,16 +17,18 @@ from typing import Any
 import numpy as np
 
 from geoplan.cost import hybrid_kernel as hk
+from geoplan.cost.evaluate import Evaluation, evaluate
 from geoplan.cost.hybrid_coefficients import HybridCoefficients, encode
 from geoplan.cost.normalise import resolve_normalisers
 from geoplan.cost.weights import ObjectiveWeights
 from geoplan.model.hybrid import HybridPlan
 from geoplan.model.hybrid_validation import validate_hybrid
 from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
 from geoplan.model.validation import Violation
 
 __all__ = ["HybridEvaluation", "HybridEvaluator", "ReplicaCost", "StageGroupCost",
-           "evaluate_hybrid"]
+           "evaluate_any", "evaluate_hybrid"]
 
 
 def _j(x: Any) -> Any:
@@ -226,3 +228,10 @@ class HybridEvaluator:
 def evaluate_hybrid(instance: Instance, plan: HybridPlan) -> HybridEvaluation:
     """Price and explain ``plan`` on ``instance`` (builds a :class:`HybridEvaluator`)."""
     return HybridEvaluator(instance).evaluate(plan)
+
+
+def evaluate_any(instance: Instance, plan: Plan | HybridPlan) -> Evaluation | HybridEvaluation:
+    """The GeoTrain evaluator for a :class:`Plan`, the hybrid one for a :class:`HybridPlan`."""
+    if isinstance(plan, HybridPlan):
+        return evaluate_hybrid(instance, plan)
+    return evaluate(instance, plan)

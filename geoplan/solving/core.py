@@ -21,9 +21,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from geoplan.cost import evaluate
+from geoplan.cost.hybrid_evaluate import evaluate_any
 from geoplan.cost.normalise import resolve_normalisers
 from geoplan.errors import FormulationError, InputError, SolverError
+from geoplan.model.hybrid import HybridPlan, as_hybrid
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
 from geoplan.solving.params import SolverParams
@@ -37,6 +38,7 @@ from geoplan.solving.registry import (
     available_solvers,
     get_solver,
     register,
+    solver_for_space,
     solver_names,
 )
 from geoplan.solving.result import STATUSES, Outcome, SolveResult, TraceRow
@@ -85,7 +87,9 @@ class SolveOptions:
     hands over), or a mapping that the solver parses with it (direct calls).
     ``stop`` (:mod:`geoplan.solving.stop`): once set (SIGINT, SIGTERM or a
     caller), :attr:`deadline` is the moment it was set and :meth:`remaining` is
-    0, so a solver's budget checks end it as at a time-out.
+    0, so a solver's budget checks end it as at a time-out. ``hybrid_starts``:
+    the warm starts of a hybrid-space solver, every one as a
+    :class:`~geoplan.model.hybrid.HybridPlan` (pipeline plans converted).
     """
 
     seed: int
@@ -93,6 +97,7 @@ class SolveOptions:
     threads: int = 1
     gap: float = 0.0
     warm_start: tuple[Plan, ...] = ()
+    hybrid_starts: tuple[HybridPlan, ...] = ()
     params: Mapping[str, Any] | SolverParams = field(default_factory=dict)
     callbacks: Callbacks = field(default_factory=Callbacks)
     start: float = field(default_factory=time.perf_counter)
@@ -188,13 +193,14 @@ def solve(
     time_limit: float = 60.0,
     threads: int | None = None,
     gap: float = 0.0,
-    warm_start: str | Plan | Sequence[Plan] | None = None,
+    warm_start: str | Plan | HybridPlan | Sequence[Plan | HybridPlan] | None = None,
     warm_start_fraction: float = 0.2,
     params: Mapping[str, Any] | SolverParams | None = None,
     warm_start_params: Mapping[str, Any] | SolverParams | None = None,
     callbacks: Callbacks | None = None,
     warm_up: bool = True,
     stop: StopFlag | None = None,
+    space: str = "pipeline",
 ) -> SolveResult:
     """Run ``solver`` on ``instance`` and return its priced, checked result.
 
@@ -207,6 +213,9 @@ def solve(
     (:mod:`geoplan.solving.warmup`, once per process); those seconds are
     reported as ``info["warmup_s"]`` and not charged to ``time_limit``.
 
+    ``space``: ``"hybrid"`` runs the hybrid-space variant of ``solver``
+    (``hybrid-NAME``, hybrid-model.md) unless ``solver`` is a hybrid solver itself.
+
     ``warm_start`` is a plan, a list of plans, or the name of another solver;
     a solver name runs that solver first for ``warm_start_fraction`` of the
     budget (with ``warm_start_params``) and hands its plan over, all within
@@ -216,15 +225,18 @@ def solve(
     """
     threads = default_threads() if threads is None else threads
     SolveOptions(seed=seed, time_limit=time_limit, threads=threads, gap=gap)  # checks them
-    spec = get_solver(solver)
+    spec = solver_for_space(solver, space)
+    solver = spec.name
+    hybrid = spec.space == "hybrid"
     fn = spec.load()
     typed, given = spec.parse_params(params)
     ws_typed: SolverParams | None = None
     ws_given: dict[str, Any] = {}
     if isinstance(warm_start, str):
+        ws_spec = solver_for_space(warm_start, spec.space)
+        warm_start = ws_spec.name
         if warm_start == solver:
             raise InputError("warm_start", warm_start, "a solver cannot warm-start itself")
-        ws_spec = get_solver(warm_start)
         ws_spec.load()
         ws_typed, ws_given = ws_spec.parse_params(warm_start_params, where="warm_start_params")
     elif warm_start_params:
@@ -253,7 +265,7 @@ def solve(
         callbacks.on_end(result)
         return result
 
-    starts: tuple[Plan, ...] = ()
+    starts: tuple[Plan | HybridPlan, ...] = ()
     prefix: list[TraceRow] = []
     if isinstance(warm_start, str):
         if not 0 < warm_start_fraction < 1:
@@ -278,7 +290,7 @@ def solve(
             starts = (ws.plan,)
         # The warm start's incumbents open the anytime curve (no bound is proven there).
         prefix = [TraceRow(r.seconds, r.incumbent, None) for r in ws.trace]
-    elif isinstance(warm_start, Plan):
+    elif isinstance(warm_start, Plan | HybridPlan):
         starts = (warm_start,)
         info["warm_start"] = {"source": "plan"}
     elif warm_start is not None:
@@ -293,7 +305,8 @@ def solve(
         time_limit=max(remaining, 1e-3),
         threads=threads,
         gap=gap,
-        warm_start=starts,
+        warm_start=_pipeline_starts(starts, info) if not hybrid else (),
+        hybrid_starts=tuple(as_hybrid(p) for p in starts) if hybrid else (),
         params=typed,
         callbacks=callbacks,
     )
@@ -348,7 +361,7 @@ def finish(
     status = outcome.status
     plan = outcome.plan
     if plan is not None:
-        ev = evaluate(instance, plan)
+        ev = evaluate_any(instance, plan)
         if not ev.feasible:
             raise FormulationError(
                 f"{solver} returned an infeasible plan ({plan}): "
@@ -431,16 +444,32 @@ def _note(ws: dict[str, Any], text: str) -> None:
     ws["note"] = f"{ws['note']}; {text}" if ws.get("note") else text
 
 
-def _check_warm_starts(instance: Instance, spec: Solver, starts: tuple[Plan, ...],
-                       info: dict[str, Any]) -> tuple[Plan, float] | None:
+def _pipeline_starts(starts: tuple[Plan | HybridPlan, ...], info: dict[str, Any]
+                     ) -> tuple[Plan, ...]:
+    """The warm starts a pipeline-space solver can take (hybrid plans in the GeoTrain form
+    converted); the others are noted and left to the final comparison."""
+    out: list[Plan] = []
+    for p in starts:
+        if isinstance(p, Plan):
+            out.append(p)
+        elif p.is_pipeline:
+            out.append(p.to_pipeline())
+    if len(out) < len(starts):
+        _note(info.setdefault("warm_start", {}), "a hybrid plan cannot start a pipeline-space "
+              "solver: it is only compared with the solver's plan")
+    return tuple(out)
+
+
+def _check_warm_starts(instance: Instance, spec: Solver, starts: tuple[Plan | HybridPlan, ...],
+                       info: dict[str, Any]) -> tuple[Plan | HybridPlan, float] | None:
     """Price the warm starts, note the unusable ones; the best feasible (plan, objective)."""
     ws = info.setdefault("warm_start", {})
-    best: tuple[Plan, float] | None = None
+    best: tuple[Plan | HybridPlan, float] | None = None
     if not starts:
         ws.setdefault("feasible", [])
         _note(ws, f"the warm-start solver {ws.get('source')} found no plan")
         return None
-    evs = [evaluate(instance, p) for p in starts]
+    evs = [evaluate_any(instance, p) for p in starts]
     ws["objective"] = min((e.objective for e in evs if e.feasible), default=None)
     ws["feasible"] = [e.feasible for e in evs]
     bad = [k for k, e in enumerate(evs) if not e.feasible]
@@ -460,7 +489,7 @@ def _check_warm_starts(instance: Instance, spec: Solver, starts: tuple[Plan, ...
 
 
 def _settle_warm_start(instance: Instance, spec: Solver, outcome: Outcome,
-                       best: tuple[Plan, float] | None, info: dict[str, Any],
+                       best: tuple[Plan | HybridPlan, float] | None, info: dict[str, Any],
                        opening: int | None) -> Outcome:
     """Set ``accepted``; return the warm-start plan if the solver's is worse or missing.
 
@@ -478,7 +507,7 @@ def _settle_warm_start(instance: Instance, spec: Solver, outcome: Outcome,
     plan, value = best
     mine: float | None = None
     if outcome.plan is not None:
-        ev = evaluate(instance, outcome.plan)
+        ev = evaluate_any(instance, outcome.plan)
         if not ev.feasible:
             return outcome  # finish() reports the solver's infeasible plan as the bug it is
         mine = ev.objective

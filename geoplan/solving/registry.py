@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = [
     "COMMAND_GROUP",
     "SOLVER_GROUP",
+    "SPACES",
     "Solver",
     "SolverEntry",
     "SolverSpec",
@@ -49,6 +50,7 @@ __all__ = [
     "get_solver",
     "load_entry_point",
     "register",
+    "solver_for_space",
     "solver_names",
 ]
 
@@ -84,6 +86,7 @@ class SolverSpec:
     description: str
     warm_start: bool = False
     params: type[SolverParams] | None = None
+    space: str = "pipeline"  # "pipeline" (GeoTrain's one-GPU stages) or "hybrid"
 
     def spec(self) -> SolverSpec:
         return self
@@ -166,6 +169,10 @@ class SolverEntry:
         return self.spec().params
 
     @property
+    def space(self) -> str:
+        return self.spec().space
+
+    @property
     def params_class(self) -> type[SolverParams]:
         return self.spec().params_class
 
@@ -214,6 +221,25 @@ def get_solver(name: str) -> Solver:
         hint = f"did you mean {close[0]!r}? " if close else ""
         known = ", ".join(solver_names())
         raise InputError("solver", name, f"unknown solver; {hint}known: {known}") from None
+
+
+SPACES = ("pipeline", "hybrid")
+
+
+def solver_for_space(name: str, space: str) -> Solver:
+    """The solver that runs ``name`` in ``space``: ``name`` itself when it searches that
+    space, else its ``hybrid-NAME`` variant; InputError (listing the choices) otherwise."""
+    if space not in SPACES:
+        raise InputError("space", space, f"expected one of {list(SPACES)}")
+    solver = get_solver(name)
+    if space == "pipeline" or solver.space == "hybrid":
+        return solver
+    variant = _REGISTRY.get(f"hybrid-{name}")
+    if variant is not None:
+        return variant
+    hybrid = [n for n in solver_names() if _REGISTRY[n].space == "hybrid"]
+    raise InputError("solver", name, "has no hybrid-space variant; solvers of the hybrid "
+                     f"space: {', '.join(hybrid) or 'none installed'}")
 
 
 # --------------------------------------------------------------------------- importing

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from geoplan.model.hybrid import HybridPlan, any_plan_from_dict
 from geoplan.model.plan import Plan
 
 __all__ = ["STATUSES", "Outcome", "SolveResult", "Status", "TraceRow"]
@@ -51,7 +52,7 @@ class Outcome:
     ``lower_bound`` is a proven bound in objective units (None: none proven).
     """
 
-    plan: Plan | None
+    plan: Plan | HybridPlan | None
     status: Status
     lower_bound: float | None = None
     model_objective: float | None = None
@@ -67,7 +68,7 @@ class SolveResult:
 
     solver: str
     status: Status
-    plan: Plan | None
+    plan: Plan | HybridPlan | None
     objective: float | None
     t_iter_ms: float | None
     e_iter_j: float | None
@@ -122,7 +123,7 @@ class SolveResult:
         return cls(
             solver=d["solver"],
             status=d["status"],
-            plan=None if d.get("plan") is None else Plan.from_dict(d["plan"]),
+            plan=None if d.get("plan") is None else any_plan_from_dict(d["plan"]),
             objective=d.get("objective"),
             t_iter_ms=d.get("t_iter_ms"),
             e_iter_j=d.get("e_iter_j"),
