@@ -38,6 +38,7 @@ __all__ = [
     "A100_SXM_40GB",
     "AWS_REGION_NAMES",
     "CLUSTER_PRESETS",
+    "MEMORY_CASES",
     "NODE_CLASSES",
     "ClusterPreset",
     "LinkSpec",
