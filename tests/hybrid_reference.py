@@ -455,7 +455,8 @@ def random_hybrid_instance(
     lam: float | None = None,
     link_prob: float = 1.0,
 ) -> Json:
-    """A small random canonical instance with sites (2-4 GPUs each, some GPUs unlabelled).
+    """A small random canonical instance with sites (2-4 GPUs each, now and then 8; some
+    GPUs unlabelled).
 
     Complete directed links (``link_prob`` < 1 drops some) with asymmetric values, fast
     inside a site and slow across. Hybrid training fields vary. GPU 0 holds the whole
@@ -495,7 +496,7 @@ def random_hybrid_instance(
             sites.append(None)
         else:
             label = f"S{len(sites)}"
-            sites += [label] * rng.randint(2, 4)
+            sites += [label] * (8 if rng.random() < 0.1 else rng.randint(2, 4))  # tp 8 too
     sites = sites[:N]
     for i in range(N):
         g: Json = {"id": f"g{i}",
