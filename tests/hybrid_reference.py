@@ -454,6 +454,7 @@ def random_hybrid_instance(
     layers: int | None = None,
     lam: float | None = None,
     link_prob: float = 1.0,
+    big_site: bool = False,
 ) -> Json:
     """A small random canonical instance with sites (2-4 GPUs each, now and then 8; some
     GPUs unlabelled).
@@ -461,7 +462,8 @@ def random_hybrid_instance(
     Complete directed links (``link_prob`` < 1 drops some) with asymmetric values, fast
     inside a site and slow across. Hybrid training fields vary. GPU 0 holds the whole
     model in GeoTrain's memory model so the project's load-time capacity check passes;
-    the others are sometimes tight, so memory violations happen.
+    the others are sometimes tight, so memory violations happen. ``big_site`` makes the
+    first site 8 GPUs (with n >= 8), so that tp 8 can occur.
     """
     N = n if n is not None else rng.randint(3, 8)
     L = layers if layers is not None else rng.randint(2, 8)
@@ -490,7 +492,7 @@ def random_hybrid_instance(
     alpha = float(training.get("activation_factor", 17))
     whole = (L * (48 * H * H * kappa + 2 * alpha * kappa * u * T * H)
              + 4 * V * H * kappa + 2 * kappa * u * T * V) / 1e9  # GeoTrain, Q = 1
-    sites: list[str | None] = []
+    sites: list[str | None] = ["S0"] * 8 if big_site else []
     while len(sites) < N:
         if rng.random() < 0.15:
             sites.append(None)

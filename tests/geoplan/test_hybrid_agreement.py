@@ -194,6 +194,20 @@ def test_constraint_breaks_are_violations(kind: str, tmp_path: Path,
     assert d["feasible"] is False and d["violations"]
 
 
+def test_tp_groups_across_sites_are_violations() -> None:
+    """An unlabelled GPU is a site of its own; a TP group over two sites is infeasible."""
+    inst = json.loads((HYB / "hyb.instance.json").read_text())
+    plan = HybridPlan.from_dict(_tp_plan())
+    for ids in (("a0", "a1"), ("a1",)):
+        d = dict(inst, gpus=[{k: v for k, v in g.items() if k != "site" or g["id"] not in ids}
+                             for g in inst["gpus"]])
+        assert evaluate_hybrid(Instance.from_dict(d), plan).feasible is False, ids
+    across = {"stages": [_tp_plan()["stages"][0] | {"replicas": [{"gpus": ["a0", "b0"],
+                                                                   "samples": 4}]}]}
+    ev = evaluate_hybrid(Instance.from_dict(inst), HybridPlan.from_dict(across))
+    assert ev.feasible is False
+
+
 # ------------------------------------------------------------------ random agreement
 
 N_INSTANCES = 24
@@ -204,7 +218,9 @@ def _cases() -> list[tuple[dict, list[dict]]]:
     rng = random.Random(20261201)
     out = []
     for k in range(N_INSTANCES):
-        inst = href.random_hybrid_instance(rng, link_prob=1.0 if k % 3 else 0.9)
+        big = k % 6 == 5  # one 8-GPU site: tp 8
+        inst = href.random_hybrid_instance(rng, n=10 if big else None, big_site=big,
+                                           link_prob=1.0 if k % 3 else 0.9)
         out.append((inst, [href.random_hybrid_plan(inst, rng, p_invalid=0.1)
                            for _ in range(PLANS_PER_INSTANCE)]))
     return out

@@ -105,3 +105,21 @@ def test_lambda_between_needs_normalisers() -> None:
     inst["objective"] = {"lambda": 0.5}
     with pytest.raises(ValueError, match="t_ref_ms"):
         href.evaluate_hybrid_ref(inst, plan)
+
+
+def unlabelled(inst: dict, *ids: str) -> dict:
+    """The instance with the site labels of ``ids`` removed."""
+    return dict(inst, gpus=[{k: v for k, v in g.items() if k != "site" or g["id"] not in ids}
+                            for g in inst["gpus"]])
+
+
+def test_tp_groups_must_share_one_site() -> None:
+    """A GPU without a site label is a site of its own: two of them are two sites."""
+    inst, plan, _ = load_case("tp")
+    assert href.validate_hybrid_ref(unlabelled(inst, "a0", "a1"), plan) == ["tp_site"]
+    assert href.validate_hybrid_ref(unlabelled(inst, "a1"), plan) == ["tp_site"]
+    across = {"stages": [plan["stages"][0] | {"replicas": [{"gpus": ["a0", "b0"],
+                                                            "samples": 4}]}]}
+    assert href.validate_hybrid_ref(inst, across) == ["tp_site"]
+    # tp 1 on an unlabelled GPU is fine
+    assert href.validate_hybrid_ref(unlabelled(inst, "a0"), load_case("dp")[1]) == []
