@@ -7,8 +7,9 @@ Skipped until geoplan.cost.hybrid_evaluate exists. Three parts:
   hybrid-model.md calls constraints (tp 3, zero 5, recompute "partial", shares summing
   wrong) are violations, exit 1;
 - >= 2000 seeded random hybrid plans over >= 20 random instances priced by
-  tests/hybrid_reference.py and by ``evaluate_hybrid``: the same T, E, objective and
-  per-stage tau (1e-9 relative, where finite) and the same feasibility verdict.
+  tests/hybrid_reference.py and by ``evaluate_hybrid``: the same T, E, objective,
+  per-stage tau and A_q, per-replica compute and memory (1e-9 relative, where finite)
+  and the same feasibility verdict.
 """
 
 from __future__ import annotations
@@ -208,6 +209,32 @@ def test_tp_groups_across_sites_are_violations() -> None:
     assert ev.feasible is False
 
 
+# (link removed from the `boundary` case, whether the plan still uses it)
+BOUNDARY_LINKS = [
+    (("a0", "b2"), False),  # a0 and b2 share no sample
+    (("b2", "a0"), False),
+    (("a1", "b1"), False),
+    (("b1", "b0"), False),  # the gradient ring of stage 2 runs b0 -> b1 -> b2 -> b0 only
+    (("a0", "b1"), True),  # forward of the shared samples 2, 3
+    (("b1", "a0"), True),  # their backward
+    (("b2", "a2"), True),
+    (("b0", "b1"), True),  # gradient ring of stage 2
+    (("a1", "a0"), True),  # gradient ring of stage 1
+]
+
+
+@pytest.mark.parametrize(("link", "used"), BOUNDARY_LINKS)
+def test_only_links_the_plan_uses_matter(link: tuple[str, str], used: bool) -> None:
+    inst, plan, want = load_case("boundary")
+    inst["links"] = [e for e in inst["links"] if (e["src"], e["dst"]) != link]
+    ev = evaluate_hybrid(Instance.from_dict(inst), HybridPlan.from_dict(plan))
+    assert ev.feasible is (not used)
+    if used:
+        assert not math.isfinite(ev.t_iter_ms)
+    else:
+        assert close(ev.t_iter_ms, want["t_iter_ms"]) and close(ev.e_iter_j, want["e_iter_j"])
+
+
 # ------------------------------------------------------------------ random agreement
 
 N_INSTANCES = 24
@@ -247,6 +274,11 @@ def test_random_plans_agree_with_the_reference() -> None:
             for s, ws in zip(stages, want.stages, strict=True):
                 if math.isfinite(ws.tau_ms):
                     assert close(s["tau_ms"], ws.tau_ms), (s, ws, plan)
+                if math.isfinite(ws.grad_sync_ms):
+                    assert close(s["grad_sync_ms"], ws.grad_sync_ms), (s, ws, plan)
+                for r, wr in zip(s["replicas"], ws.replicas, strict=True):
+                    assert close(r["memory_gb"], wr.memory_gb), (r, wr, plan)
+                    assert close(r["compute_ms"], wr.compute_ms), (r, wr, plan)
             priced += 1
     assert verdicts >= 2000 and priced >= 1500
     assert 0.1 * verdicts < infeasible < 0.9 * verdicts

@@ -123,3 +123,33 @@ def test_tp_groups_must_share_one_site() -> None:
     assert href.validate_hybrid_ref(inst, across) == ["tp_site"]
     # tp 1 on an unlabelled GPU is fine
     assert href.validate_hybrid_ref(unlabelled(inst, "a0"), load_case("dp")[1]) == []
+
+
+def without_link(inst: dict, src: str, dst: str) -> dict:
+    return dict(inst, links=[e for e in inst["links"] if (e["src"], e["dst"]) != (src, dst)])
+
+
+# (link removed from the `boundary` case, whether the plan still uses it)
+BOUNDARY_LINKS = [
+    (("a0", "b2"), False),  # a0 and b2 share no sample
+    (("b2", "a0"), False),
+    (("a1", "b1"), False),
+    (("b1", "b0"), False),  # the gradient ring of stage 2 runs b0 -> b1 -> b2 -> b0 only
+    (("a0", "b1"), True),  # forward of the shared samples 2, 3
+    (("b1", "a0"), True),  # their backward
+    (("b2", "a2"), True),
+    (("b0", "b1"), True),  # gradient ring of stage 2
+    (("a1", "a0"), True),  # gradient ring of stage 1
+]
+
+
+@pytest.mark.parametrize(("link", "used"), BOUNDARY_LINKS)
+def test_only_links_the_plan_uses_matter(link: tuple[str, str], used: bool) -> None:
+    inst, plan, want = load_case("boundary")
+    r = href.evaluate_hybrid_ref(without_link(inst, *link), plan)
+    if used:
+        assert not r.feasible and all(v.startswith("missing_link") for v in r.violations)
+        assert r.t_iter_ms == math.inf
+    else:
+        assert r.feasible and close(r.t_iter_ms, want["t_iter_ms"])
+        assert close(r.e_iter_j, want["e_iter_j"])
