@@ -253,7 +253,8 @@ def format_solvers(solvers: list[Any], *, params: bool = True) -> str:
             lines.append(f"{s.name:16s} {'-':9s} unavailable: {exc}")
             continue
         ws = " (warm start)" if spec.warm_start else ""
-        lines.append(f"{spec.name:16s} {spec.kind:9s} {spec.description}{ws}")
+        sp = " [hybrid space]" if spec.space == "hybrid" else ""
+        lines.append(f"{spec.name:16s} {spec.kind:9s} {spec.description}{ws}{sp}")
         if not params:
             continue
         rows = spec.describe()

@@ -66,7 +66,7 @@ _INSTANCE_KEYS = frozenset({
 #: Short names used in generated instance names.
 _SHORT = {
     "n": "n", "layers": "l", "seed": "s", "lam": "lam", "base_latency_ms": "lat",
-    "base_bandwidth_gbps": "bw",
+    "base_bandwidth_gbps": "bw", "cluster": "", "model": "",
 }
 
 
@@ -96,6 +96,14 @@ def _three_site(
     return three_site_instance(base_latency_ms, base_bandwidth_gbps, layers=layers, seed=seed, **kw)
 
 
+def _preset(*, cluster: str, model: str, name: str, **kw: Any) -> dict[str, Any]:
+    from geoplan.model.presets import preset_instance
+
+    data = preset_instance(cluster, model, **kw)
+    data["name"] = name
+    return data
+
+
 #: generator name -> (builder, its generator function for parameter checks, required keys)
 GENERATORS: dict[str, tuple[Callable[..., dict[str, Any]], str, tuple[str, ...]]] = {
     "paper": (_family("paper"), "paper_mix", ("n", "layers", "seed")),
@@ -107,14 +115,21 @@ GENERATORS: dict[str, tuple[Callable[..., dict[str, Any]], str, tuple[str, ...]]
         _three_site, "three_site_instance",
         ("layers", "seed", "base_latency_ms", "base_bandwidth_gbps"),
     ),
+    # Real clusters and models (geoplan.model.presets): no seed, nothing is drawn.
+    "preset": (_preset, "preset_instance", ("cluster", "model")),
 }
 
 
 def _generator_params(gen: str, func_name: str) -> set[str]:
     """The keyword arguments generator ``gen`` accepts (``name`` is set by the runner)."""
     import geoplan.model.generators as g
+    import geoplan.model.presets as presets
 
-    out = set(inspect.signature(getattr(g, func_name)).parameters) - {"name", "n_gpus"}
+    module = presets if gen == "preset" else g
+    out = set(inspect.signature(getattr(module, func_name)).parameters) - {"name", "n_gpus"}
+    if gen == "preset":  # its training keywords are the optional fields of hybrid-model.md
+        out = (out - {"training"}) | {"zero", "zero_choices", "max_tp", "micro_batch_choices",
+                                      "recompute_choices", "stage_overhead_ms"}
     return out | {"n"} if gen in ("paper", "geo", "metro", "cloud") else out
 
 

@@ -17,6 +17,7 @@ import pandas as pd
 
 from bench.experiments.paper import PAPER
 from bench.report.data import Ctx
+from bench.report.hybrid import hybrid_section
 from bench.report.tables import (
     DASH,
     PROOF_CHECKPOINTS_S,
@@ -703,6 +704,7 @@ RENDERERS: dict[str, Callable[[Ctx, list[Row], Mapping[str, Any]], list[str]]] =
     "anytime": _anytime,
     "warmstart": _warmstart,
     "proofs": _proofs,
+    "hybrid": hybrid_section,
     "generic": generic,
 }
 
