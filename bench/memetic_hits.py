@@ -162,20 +162,10 @@ def run_set(name: str, budget: float, stop_at_optimum: bool,
         for ma_seed in SETS[name][1]:
             flag = StopFlag()
             cb = _Target(opt, flag) if stop_at_optimum else None
-            load = os.getloadavg()[0]
-            res = solve(inst, "memetic", seed=ma_seed, time_limit=budget, threads=1,
-                        params=params, callbacks=cb, stop=flag)
-            obj = res.objective if res.objective is not None else float("inf")
-            row = {
-                "set": name, "key": k, "ma_seed": ma_seed, "budget_s": budget,
-                "params": params or {}, "stop_at_optimum": stop_at_optimum,
-                "optimum": opt, "objective": obj, "gap": obj / opt - 1.0,
-                "hit": obj <= opt * (1 + REL_TOL),
-                "time_to_best_s": res.info.get("time_to_best_s"),
-                "wall_s": round(res.wall_s, 3), "stop_reason": res.info.get("stop_reason"),
-                "restarts": res.info.get("restarts"), "generations": res.info.get("generations"),
-                "git_commit": commit, "load": round(load, 2),
-            }
+            row = _ma_run(inst, ma_seed, budget, opt, REL_TOL, commit, params=params,
+                          callbacks=cb, stop=flag)
+            row = {"set": name, "key": k, "params": params or {},
+                   "stop_at_optimum": stop_at_optimum, "optimum": opt, **row}
             rows.append(row)
             print(f"{k} seed {ma_seed}: gap {100 * row['gap']:+.3f}% "
                   f"ttb {row['time_to_best_s']} s wall {row['wall_s']} s "
@@ -185,6 +175,22 @@ def run_set(name: str, budget: float, stop_at_optimum: bool,
         for r in rows:
             f.write(json.dumps(r) + "\n")
     return rows
+
+
+def _ma_run(inst: Any, ma_seed: int, budget: float, target: float, tol: float, commit: str | None,
+            **kw: Any) -> dict[str, Any]:
+    """One memetic run, as the fields every stored row has (gap and hit against ``target``)."""
+    load = os.getloadavg()[0]
+    res = solve(inst, "memetic", seed=ma_seed, time_limit=budget, threads=1, **kw)
+    obj = res.objective if res.objective is not None else float("inf")
+    return {
+        "ma_seed": ma_seed, "budget_s": budget, "objective": obj, "gap": obj / target - 1.0,
+        "hit": obj <= target * (1 + tol), "time_to_best_s": res.info.get("time_to_best_s"),
+        "wall_s": round(res.wall_s, 3), "stop_reason": res.info.get("stop_reason"),
+        "restarts": res.info.get("restarts"), "generations": res.info.get("generations"),
+        "site_order": res.info.get("site_order"), "git_commit": commit,
+        "load": round(load, 2),
+    }
 
 
 SESSION = ROOT.parent / "session-full" / "results.jsonl"
@@ -212,18 +218,10 @@ def run_large(budget: float) -> list[dict[str, Any]]:
         inst = make_instance(family, n, layers, 1.0, seed)
         ref, who = best_known(inst.name)
         for ma_seed in LARGE_SEEDS:
-            load = os.getloadavg()[0]
-            res = solve(inst, "memetic", seed=ma_seed, time_limit=budget, threads=1)
-            obj = res.objective if res.objective is not None else float("inf")
-            row = {
-                "set": "large", "key": inst.name, "ma_seed": ma_seed, "budget_s": budget,
-                "best_known": ref, "best_known_by": who, "objective": obj,
-                "gap": obj / ref - 1.0, "hit": obj <= ref * (1 + LARGE_TOL),
-                "time_to_best_s": res.info.get("time_to_best_s"),
-                "wall_s": round(res.wall_s, 3), "stop_reason": res.info.get("stop_reason"),
-                "restarts": res.info.get("restarts"), "site_order": res.info.get("site_order"),
-                "git_commit": commit, "load": round(load, 2),
-            }
+            row = _ma_run(inst, ma_seed, budget, ref, LARGE_TOL, commit)
+            row = {"set": "large", "key": inst.name, "best_known": ref, "best_known_by": who,
+                   **row}
+            obj = row["objective"]
             rows.append(row)
             print(f"{inst.name} seed {ma_seed}: {obj:.3f} vs {ref:.3f} ({who}) gap "
                   f"{100 * (obj / ref - 1.0):+.3f}% ttb {row['time_to_best_s']} s wall "

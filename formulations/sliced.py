@@ -46,7 +46,7 @@ from geoplan.cost import evaluate, kernel
 from geoplan.cost.parametric import Box, instance_bound
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
-from geoplan.solving.core import SolveOptions
+from geoplan.solving.core import SolveOptions, record_bound
 from geoplan.solving.params import SolverParams, param
 from geoplan.solving.registry import SolverSpec
 from geoplan.solving.result import Outcome, Status, TraceRow
@@ -314,10 +314,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
                         options.remaining(), options.stopped)
     info["parametric"] = pb.summary()
     if math.isfinite(pb.value):
-        inc = None if best is None else best[1]
-        shown = pb.value if inc is None else min(pb.value, inc)
-        trace.append(TraceRow(options.elapsed(), inc, shown))
-        options.callbacks.on_improvement(options.elapsed(), inc, shown)
+        record_bound(options, trace, None if best is None else best[1], pb.value)
     if best is None and not math.isfinite(pb.value):
         return Outcome(None, "infeasible", info=info, trace=trace,
                        message="no plan: the bound proves no stage count admits one")

@@ -254,13 +254,7 @@ def polish_sequence(
         nb = [t for t in _neighbours(cur, cand, qmax) if t]
         if not nb:
             break
-        width = max(len(t) for t in nb)
-        G = np.zeros((len(nb), width), dtype=np.int64)
-        Q = np.empty(len(nb), dtype=np.int64)
-        for r, t in enumerate(nb):
-            G[r, :len(t)] = t
-            Q[r] = len(t)
-        obj, _ = splitter.split_arrays(G, Q)
+        obj = _split_all(splitter, nb)
         splits += len(nb)
         r = int(np.argmin(obj))
         # Relative margin: rounding-level "improvements" would cycle.
@@ -268,6 +262,18 @@ def polish_sequence(
             break
         cur, value = nb[r], float(obj[r])
     return cur, value, splits
+
+
+def _split_all(splitter: Splitter, seqs: Sequence[Sequence[int]]) -> np.ndarray:
+    """Objective of the exact split of each GPU sequence (uneven lengths padded), one batch."""
+    width = max(len(t) for t in seqs)
+    G = np.zeros((len(seqs), width), dtype=np.int64)
+    Q = np.empty(len(seqs), dtype=np.int64)
+    for r, t in enumerate(seqs):
+        G[r, :len(t)] = t
+        Q[r] = len(t)
+    obj, _ = splitter.split_arrays(G, Q)
+    return obj
 
 
 # --------------------------------------------------------------------------- search
@@ -297,13 +303,7 @@ class _Search:
         todo = [it for it in dict.fromkeys(items) if it not in self.cache]
         if todo:
             seqs = [self.sequence(o, k) for o, k in todo]
-            width = max(len(s) for s in seqs)
-            G = np.zeros((len(seqs), width), dtype=np.int64)
-            Q = np.empty(len(seqs), dtype=np.int64)
-            for r, s in enumerate(seqs):
-                G[r, :len(s)] = s
-                Q[r] = len(s)
-            obj, _ = self.sp.split_arrays(G, Q)
+            obj = _split_all(self.sp, seqs)
             self.splits += len(seqs)
             for it, v in zip(todo, obj.tolist(), strict=True):
                 self.cache[it] = v

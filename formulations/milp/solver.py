@@ -33,7 +33,7 @@ from geoplan.cost import evaluate, parametric
 from geoplan.errors import FormulationError
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
-from geoplan.solving.core import SolveOptions
+from geoplan.solving.core import SolveOptions, record_bound
 from geoplan.solving.params import SolverParams, param
 from geoplan.solving.registry import SolverSpec
 from geoplan.solving.result import Outcome, Status, TraceRow
@@ -146,11 +146,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
                                        options.stopped)
         floor, info["parametric"] = pb.floor, pb.summary()
         if math.isfinite(floor):
-            # The floor is proven now: the trace says so, not only the final bound.
-            inc = None if best is None else best[1]
-            shown = floor if inc is None else min(floor, inc)
-            trace.append(TraceRow(options.elapsed(), inc, shown))
-            options.callbacks.on_improvement(options.elapsed(), inc, shown)
+            record_bound(options, trace, None if best is None else best[1], floor)
         if best is not None and floor >= best[1] * (1 - 1e-12):
             # The bound reaches the best plan: it is optimal, no model needed.
             return Outcome(best[0], "optimal", lower_bound=min(floor, best[1]), trace=trace,

@@ -52,6 +52,7 @@ __all__ = [
     "StopFlag",
     "available_solvers",
     "get_solver",
+    "record_bound",
     "register",
     "solve",
     "solver_names",
@@ -131,6 +132,15 @@ class SolveOptions:
 
     def remaining(self) -> float:
         return max(0.0, self.deadline - time.perf_counter())
+
+
+def record_bound(options: SolveOptions, trace: list[TraceRow], incumbent: float | None,
+                 bound: float) -> None:
+    """A bound proven now enters the trace and the callbacks (capped at the incumbent),
+    so that the gap at that moment is certified, not only the final one."""
+    shown = bound if incumbent is None else min(bound, incumbent)
+    trace.append(TraceRow(options.elapsed(), incumbent, shown))
+    options.callbacks.on_improvement(options.elapsed(), incumbent, shown)
 
 
 def default_threads() -> int:
