@@ -43,8 +43,8 @@ class CpsatParams(SolverParams):
     symmetry: bool = param(True, "dominance and identical-GPU symmetry breaking")
     bounds: bool = param(True, "per-Q bottleneck and sum bounds, other redundant constraints")
     baseline_cutoff: bool = param(True, "the Metis-default plan caps the objective")
-    parametric: bool = param(True, "report the bottleneck-parametric bound "
-                             "(geoplan.cost.parametric) when it is stronger")
+    parametric: bool = param(True, "the bottleneck-parametric bound (geoplan.cost.parametric):"
+                             " a constraint on the objective, and reported when stronger")
     parametric_share: float = param(0.1, "at most this budget share for that bound",
                                     at_least=0.0, at_most=1.0)
     log: bool = param(False, "CP-SAT search log on stdout")
@@ -104,6 +104,15 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         pb = parametric.instance_bound(instance, inc, params.parametric_share,
                                        options.remaining(), options.stopped)
         floor, info["parametric"] = pb.floor, pb.summary()
+        if math.isfinite(floor) and floor > 0:
+            # The floor as a constraint: CP-SAT's own bound starts there and it stops as
+            # soon as a plan reaches it. In model integers, below the floor by the rounding
+            # tolerance (a model objective is within it of the price), so no plan is cut.
+            sc_ = built.scaling
+            lb_int = math.floor(floor * sc_.obj_scale * (1 - sc_.tolerance) * (1 - 1e-12)) - 1
+            if lb_int > 0:
+                built.model.add(built.objective >= lb_int)
+                info["parametric_cut"] = lb_int
 
     solver = cp_model.CpSolver()
     p = solver.parameters
