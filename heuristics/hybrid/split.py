@@ -252,10 +252,11 @@ def _per_layer(ev: HybridEvaluator, st: StageGroups, shares: tuple[int, ...], re
 
 
 def _memory_cap(ev: HybridEvaluator, st: StageGroups, shares: tuple[int, ...], rec: int,
-                zero: int, q_count: int, last: bool, n_layers: int) -> int:
-    """The most layers (<= L) every GPU of the stage can hold; 0 if not one."""
+                zero: int, q_count: int, last: bool, n_layers: int, d: int | None = None) -> int:
+    """The most layers (<= L) every GPU of the stage can hold; 0 if not one. ``d``: the
+    stage's replica count when ``st`` lists only some of its replicas."""
     c = ev.coefficients
-    d = len(st.replicas)
+    d = len(st.replicas) if d is None else d
     best = n_layers
     for r, s in enumerate(shares):
         limit = float(c.mem_cap[list(st.replicas[r])].min())
