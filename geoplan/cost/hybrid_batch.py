@@ -15,9 +15,12 @@ status INVALID, nan times and an infinite objective.
 
 from __future__ import annotations
 
+import itertools
+import threading
 import time
 import types
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -46,6 +49,7 @@ __all__ = [
 ]
 
 _I64 = np.int64
+_BLOCK = 32  # rows per parallel work item
 
 
 def _outlined(fn: Any) -> Any:
@@ -55,18 +59,28 @@ def _outlined(fn: Any) -> Any:
     ``price_hybrid_compiled`` is declared ``inline="always"``, but a numba caller cannot
     inline it: it has 32 parameters and CPython (3.11+) compiles a call with more than 30
     arguments to CALL_FUNCTION_EX, which numba's inliner rejects ("Calling a closure with
-    *args is unsupported"). An ordinary call of a dispatcher accepts it; its cost is
-    nanoseconds against the microseconds of pricing a plan. The clone has its own
-    qualified name, hence its own numba cache entry.
+    *args is unsupported"). An ordinary call of a dispatcher accepts it. The clone has its
+    own qualified name, hence its own numba cache entry.
+
+    Compiled without numba's reference counting (``_nrt=False``; it allocates nothing):
+    otherwise every call increments and decrements the count of each array argument,
+    28 atomic operations per plan on counts that all threads share (measured: 9% of
+    the one-thread time).
     """
     py = fn.py_func
     clone = types.FunctionType(py.__code__, py.__globals__, py.__name__, py.__defaults__)
     clone.__qualname__ = f"hybrid_batch_{py.__name__}"
     clone.__module__ = __name__
-    return njit(cache=True)(clone)
+    return njit(cache=True, _nrt=False)(clone)
 
 
 _price_hybrid = _outlined(price_hybrid_compiled)
+
+
+def _owned(x: Any) -> np.ndarray:
+    """C-contiguous writable int64 (a read-only array would compile, and cache, the kernels
+    a second time for its own numba type)."""
+    return np.require(x, dtype=_I64, requirements=("C", "W"))
 
 
 @dataclass(frozen=True, eq=False)
@@ -99,10 +113,10 @@ class HybridPopulation:
                     gpus: Any, q: Any, u: Any, zero: Any) -> HybridPopulation:
         """Wrap arrays a heuristic built directly (cast to C-contiguous int64, shapes checked;
         ``u`` and ``zero`` may be scalars). Values are checked by the evaluator, per row."""
-        a = {k: np.ascontiguousarray(v, dtype=_I64) for k, v in
+        a = {k: _owned(v) for k, v in
              (("layers", layers), ("tp", tp), ("rec", rec), ("rep0", rep0),
               ("samples", samples), ("g0", g0), ("gpus", gpus))}
-        qv = np.ascontiguousarray(q, dtype=_I64).reshape(-1)
+        qv = _owned(q).reshape(-1)
         P = qv.shape[0]
         for k, v in a.items():
             if v.ndim != 2 or v.shape[0] != P:
@@ -111,8 +125,8 @@ class HybridPopulation:
         for k, width in (("tp", qmax), ("rec", qmax), ("rep0", qmax + 1), ("g0", rmax + 1)):
             if a[k].shape[1] != width:
                 raise ValueError(f"{k}: expected {width} columns, got {a[k].shape[1]}")
-        uv = np.ascontiguousarray(np.broadcast_to(np.asarray(u, dtype=_I64), (P,)))
-        zv = np.ascontiguousarray(np.broadcast_to(np.asarray(zero, dtype=_I64), (P,)))
+        uv = _owned(np.broadcast_to(np.asarray(u, dtype=_I64), (P,)))
+        zv = _owned(np.broadcast_to(np.asarray(zero, dtype=_I64), (P,)))
         return cls(q=qv, u=uv, zero=zv, **a)
 
     def to_plan(self, instance: Instance, p: int) -> HybridPlan:
@@ -175,13 +189,17 @@ class HybridBatchResult(NamedTuple):
         return self.status == FEASIBLE
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _rows(start, stop, layers, tp, rec, rep0, samples, g0, gpus, q, u, zero, stamp,
           tflops, lat_ms, bw_gbps, site, idle_w, dyn_w, mem_cap, n_layers, batch, max_tp,
           flop_ls, gamma, act_bytes, w_bytes, lm_bytes, alpha, logit_bytes, overhead_ms,
           mode, lam, t_ref, e_ref, status, t_out, e_out, obj_out):  # pragma: no cover - compiled
     """Price rows start..stop-1; ``stamp`` (one per thread, length N) marks the GPUs seen
-    in the current row with p + 1, so the distinct check needs no clearing."""
+    in the current row with p + 1, so the distinct check needs no clearing.
+
+    GIL-free (pool threads run it side by side) and, like the pricer it calls, without
+    reference counting: it allocates nothing, and row views need no counts.
+    """
     n_gpus = stamp.shape[0]
     qmax = layers.shape[1]
     rmax = samples.shape[1]
@@ -251,19 +269,45 @@ def _rows_parallel(chunks, layers, tp, rec, rep0, samples, g0, gpus, q, u, zero,
                   overhead_ms, mode, lam, t_ref, e_ref, status, t_out, e_out, obj_out)
 
 
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool(workers: int) -> ThreadPoolExecutor:
+    """One process-wide pool per worker count (evaluators come and go; threads stay)."""
+    with _POOLS_LOCK:
+        pool = _POOLS.get(workers)
+        if pool is None:
+            pool = _POOLS[workers] = ThreadPoolExecutor(workers, "hybrid-batch")
+        return pool
+
+
 class HybridBatchEvaluator:
     """Prices hybrid populations of one instance (normalisers resolved once, here).
 
-    ``threads``: numba threads for populations of at least ``parallel_threshold``
-    plans (smaller ones run on the calling thread, where starting the pool costs
-    more than it saves); capped at numba's pool size. The thread count is set
-    for each call and restored afterwards, so other kernels keep theirs.
+    ``threads``: threads for populations of at least ``parallel_threshold`` plans
+    (smaller ones run on the calling thread alone). ``parallel`` chooses how:
+
+    - ``"threads"`` (default): the calling thread and ``threads - 1`` pool threads
+      each take blocks of rows from a shared counter and price them with the
+      GIL-free compiled loop. Waiting threads sleep, so on a shared machine a
+      descheduled thread costs only its own block.
+    - ``"prange"``: numba's ``prange`` over blocks of rows (dynamic scheduling),
+      ``numba.set_num_threads(threads)`` for the call and restored after. With
+      numba's OpenMP layer a waiting thread spins; on the 2 shared cores, loaded
+      by other processes, it measured 3.4x slower than one thread
+      (bench/hybrid_batch.py).
+
+    Both give the same bits as the serial loop; ``threads`` is capped at numba's
+    pool size (``NUMBA_NUM_THREADS``, the number of cores by default).
     """
 
-    def __init__(self, instance: Instance, threads: int = 1,
-                 parallel_threshold: int = 512) -> None:
+    def __init__(self, instance: Instance, threads: int = 1, parallel_threshold: int = 256,
+                 parallel: str = "threads") -> None:
         if threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
+        if parallel not in ("threads", "prange"):
+            raise ValueError(f"parallel must be 'threads' or 'prange', got {parallel!r}")
         self.instance = resolve_normalisers(instance)
         self.coefficients = c = HybridCoefficients.of(self.instance)
         mode, lam, t_ref, e_ref = ObjectiveWeights.from_instance(self.instance).args
@@ -281,6 +325,7 @@ class HybridBatchEvaluator:
         )
         self.threads = min(int(threads), int(numba.config.NUMBA_NUM_THREADS))
         self.parallel_threshold = parallel_threshold
+        self.parallel = parallel
         self.evaluations = 0
 
     def encode(self, plans: Sequence[HybridPlan]) -> HybridPopulation:
@@ -298,17 +343,47 @@ class HybridBatchEvaluator:
         out = (status, t_out, e_out, obj)
         n = self.instance.n
         if self.threads > 1 and P >= self.parallel_threshold:
-            before = numba.get_num_threads()
-            numba.set_num_threads(self.threads)
-            try:
-                # A few chunks per thread even out rows of unequal size.
-                _rows_parallel(4 * self.threads, *plan, n, *self._args, *out)
-            finally:
-                numba.set_num_threads(before)
+            if self.parallel == "threads":
+                self._threaded(P, plan, out)
+            else:
+                before = numba.get_num_threads()
+                numba.set_num_threads(self.threads)
+                # Blocks handed out one by one to whichever thread is free (rows differ).
+                chunk = numba.set_parallel_chunksize(1)
+                try:
+                    _rows_parallel(-(-P // _BLOCK), *plan, n, *self._args, *out)
+                finally:
+                    numba.set_parallel_chunksize(chunk)
+                    numba.set_num_threads(before)
         elif P:
             _rows(0, P, *plan, np.zeros(n, _I64), *self._args, *out)
         self.evaluations += P
         return HybridBatchResult(status, t_out, e_out, obj)
+
+    def _threaded(self, P: int, plan: tuple[np.ndarray, ...],
+                  out: tuple[np.ndarray, ...]) -> None:
+        # A few blocks per thread balance rows of unequal size; larger blocks keep the
+        # per-call argument unboxing (~40 arguments, microseconds) small.
+        block = max(_BLOCK, -(-P // (4 * self.threads)))
+        cursor = itertools.count(0, block)  # next() is atomic under the GIL
+        n, args = self.instance.n, self._args
+
+        def work() -> None:
+            stamp = np.zeros(n, _I64)  # this thread's scratch for the distinct-GPU check
+            for start in cursor:
+                if start >= P:
+                    return
+                _rows(start, min(P, start + block), *plan, stamp, *args, *out)
+
+        futures = [_pool(self.threads - 1).submit(work) for _ in range(self.threads - 1)]
+        try:
+            work()
+        finally:
+            for f in futures:
+                # Not started yet: nothing is left for it (and waiting could deadlock
+                # when evaluate runs inside a pool thread).
+                if not f.cancel():
+                    f.result()
 
     def evaluate_plans(self, plans: Sequence[HybridPlan]) -> HybridBatchResult:
         return self.evaluate(self.encode(plans))
@@ -323,9 +398,10 @@ def warm_up() -> float:
     inst = tiny_instance()
     plan = HybridPlan((HybridStage(2, 1, (Replica(("g0",)),)),
                        HybridStage(2, 1, (Replica(("g2",)),))))
-    ev = HybridBatchEvaluator(inst, threads=2, parallel_threshold=1)
+    ev = HybridBatchEvaluator(inst, parallel_threshold=1)
     pop = ev.encode([plan])
-    ev.evaluate(pop)
-    ev.threads = 1
-    ev.evaluate(pop)
+    ev.evaluate(pop)  # the loop every path runs
+    if numba.config.NUMBA_NUM_THREADS > 1:
+        HybridBatchEvaluator(inst, threads=2, parallel_threshold=1,
+                             parallel="prange").evaluate(pop)
     return time.perf_counter() - t0

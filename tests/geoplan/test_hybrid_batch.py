@@ -202,9 +202,12 @@ def test_parallel_rows_equal_serial_rows(instances: list[Instance]) -> None:
     inst = instances[1]
     pop = encode_population(inst, _plans(inst, 7, 400))
     serial = HybridBatchEvaluator(inst).evaluate(pop)
-    par = HybridBatchEvaluator(inst, threads=2, parallel_threshold=1).evaluate(pop)
-    for a, b in zip(serial, par, strict=True):
-        assert np.array_equal(a, b, equal_nan=True)
+    for how in ("threads", "prange"):
+        ev = HybridBatchEvaluator(inst, threads=2, parallel_threshold=1, parallel=how)
+        for a, b in zip(serial, ev.evaluate(pop), strict=True):
+            assert np.array_equal(a, b, equal_nan=True), how
+    with pytest.raises(ValueError):
+        HybridBatchEvaluator(inst, parallel="processes")
 
 
 def test_geotrain_form_plans_keep_the_geotrain_price(instances: list[Instance]) -> None:
