@@ -131,6 +131,13 @@ class HybridSpace:
             mates.sort(key=lambda h: (-bw[g, h], lat[g, h], h))
             self.near.append(tuple(mates))
         self.tflops = np.asarray(c.tflops, dtype=float)
+        self.batch_evaluator: Any = None
+        try:
+            from geoplan.cost.hybrid_batch import HybridBatchEvaluator
+        except ImportError:  # the shared batch evaluator is optional: this module's loop
+            pass
+        else:
+            self.batch_evaluator = HybridBatchEvaluator(inst, threads=1)
 
 
 # --------------------------------------------------------------------------- conversion
@@ -326,10 +333,36 @@ def _price_packed(s0, r0, p0, layers, tp, rec, rep0, samples, g0, gpus, u, z,
     return status, t_iter, e_iter, obj
 
 
+def _padded(starts: np.ndarray, values: np.ndarray, extra: int) -> np.ndarray:
+    """Ragged rows (row k has ``starts[k+1] - starts[k] + extra`` entries beginning at
+    ``starts[k] + k * extra`` of ``values``) as a zero-padded matrix."""
+    counts = np.diff(starts) + extra
+    P = counts.shape[0]
+    out = np.zeros((P, max(int(counts.max()), 1)), dtype=np.int64)
+    rows = np.repeat(np.arange(P), counts)
+    first = starts[:-1] + np.arange(P) * extra
+    cols = np.arange(values.shape[0]) - np.repeat(first, counts)
+    out[rows, cols] = values
+    return out
+
+
 def price_packed(space: HybridSpace, p: Packed) -> tuple[np.ndarray, np.ndarray]:
-    """(status, objective) per packed genome, by the shared kernel (inf unless feasible)."""
+    """(status, objective) per packed genome, by the shared kernel (inf unless feasible):
+    through :class:`geoplan.cost.hybrid_batch.HybridBatchEvaluator` (one thread) when
+    it is installed, else by this module's loop over ``price_hybrid_compiled``."""
     if p.s0.shape[0] <= 1:
         return np.empty(0, np.int64), np.empty(0)
+    batch = space.batch_evaluator
+    if batch is not None:
+        from geoplan.cost.hybrid_batch import HybridPopulation
+
+        pop = HybridPopulation.from_arrays(
+            _padded(p.s0, p.layers, 0), _padded(p.s0, p.tp, 0), _padded(p.s0, p.rec, 0),
+            _padded(p.s0, p.rep0, 1), _padded(p.r0, p.samples, 0), _padded(p.r0, p.g0, 1),
+            _padded(p.p0, p.gpus, 0), np.diff(p.s0), p.u, p.z)
+        res = batch.evaluate(pop)
+        st = np.asarray(res.status, dtype=np.int64)
+        return st, np.where(st == FEASIBLE, res.objective, np.inf)
     with np.errstate(all="ignore"):
         st, _, _, obj = _price_packed(p.s0, p.r0, p.p0, p.layers, p.tp, p.rec, p.rep0,
                                       p.samples, p.g0, p.gpus, p.u, p.z, *space.kernel_args,
