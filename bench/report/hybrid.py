@@ -105,6 +105,10 @@ def hybrid_summary(df: pd.DataFrame, order: Sequence[str], pipeline: str, hybrid
     return out
 
 
+def _int(x: Any) -> str:
+    return DASH if x is None or pd.isna(x) else str(int(x))
+
+
 def hybrid_section(ctx: Ctx, rows: list[Row], info: Mapping[str, Any]) -> list[str]:
     rep = info.get("report", {})
     pipeline = rep.get("pipeline", "pipeline MA")
@@ -126,9 +130,8 @@ def hybrid_section(ctx: Ctx, rows: list[Row], info: Mapping[str, Any]) -> list[s
                 body.append([name, lab, status_summary(list(runs["row"])), *[DASH] * 9])
                 continue
             body.append([name, lab, b["status"], fmt(b["t_iter_ms"]), fmt(b["e_iter_j"]),
-                         f"{b['objective']:.6g}", b["gpus"], b["stages"], b["tp"],
-                         b["replicas"], DASH if b["zero"] is None else b["zero"],
-                         DASH if b["u"] is None else b["u"]])
+                         f"{b['objective']:.6g}", _int(b["gpus"]), _int(b["stages"]), b["tp"],
+                         b["replicas"], _int(b["zero"]), _int(b["u"])])
     header = ["instance", "solver", "status", "T_iter (ms)", "E_iter (J)", "objective", "GPUs",
               "stages", "tp", "replicas", "ZeRO", "u"]
     out = [table(header, body), "",
@@ -185,8 +188,9 @@ def plot_stage_groups(instance: Instance, panels: Sequence[tuple[str, HybridPlan
                 ax.add_patch(Rectangle((x, y), st.layers, st.tp, facecolor=colours[site],
                                        edgecolor="black", linewidth=0.8, alpha=0.75))
                 if st.layers >= 2 or len(ev.stages) <= 12:
+                    sep = "\n" if st.tp > 1 else " "  # one line in a one-GPU-high box
                     ax.text(x + st.layers / 2, y + st.tp / 2,
-                            f"tp{st.tp} s{rep.samples}\n{rep.memory_gb:.0f}/"
+                            f"tp{st.tp} s{rep.samples}{sep}{rep.memory_gb:.0f}/"
                             f"{rep.memory_limit_gb:.0f} GB", ha="center", va="center",
                             fontsize=6)
                 y += st.tp
