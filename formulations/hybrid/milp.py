@@ -171,24 +171,27 @@ def read_choice(um: UModel, zero: int) -> Choice:
 
 
 def _start(session: HighsSession, um: UModel, choice: Choice) -> bool:
-    """Pass the start's integer columns (HiGHS completes the continuous ones by an LP)."""
-    md = um.model
-    slot = {len(choice.stages) - i: st for i, st in enumerate(choice.stages)}
-    vals: dict[Any, float] = {}
-    for (q, k) in md.x:
-        st = slot.get(q)
-        on = st is not None and st.config == um.configs[k]
-        vals[md.x[q, k]] = 1.0 if on else 0.0
-        vals[md.n[q, k]] = float(st.layers) if on and st is not None else 0.0
-    if any(slot[q].config not in um.configs or (q, um.configs.index(slot[q].config)) not in md.x
-           for q in slot):
-        return False
+    """Pass the start's integer columns (HiGHS completes the continuous ones by an LP).
+
+    False when a stage's configuration was dropped as dominated (the start still
+    gives the cutoff)."""
+    import highspy
     import numpy as np
 
-    idx = np.array([session.column(v) for v in vals], dtype=np.int32)
-    val = np.array(list(vals.values()), dtype=np.float64)
-    import highspy
-
+    md = um.model
+    slot = {len(choice.stages) - i: st for i, st in enumerate(choice.stages)}
+    if any(st.config not in um.configs or (q, um.configs.index(st.config)) not in md.x
+           for q, st in slot.items()):
+        return False
+    cols: list[int] = []
+    vals: list[float] = []
+    for (q, k) in md.x:
+        st = slot[q]
+        on = st.config == um.configs[k]
+        cols += [session.column(md.x[q, k]), session.column(md.n[q, k])]
+        vals += [1.0 if on else 0.0, float(st.layers) if on else 0.0]
+    idx = np.array(cols, dtype=np.int32)
+    val = np.array(vals, dtype=np.float64)
     return bool(session.highs.setSolution(len(idx), idx, val) == highspy.HighsStatus.kOk)
 
 
