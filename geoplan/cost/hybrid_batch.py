@@ -262,7 +262,7 @@ def _rows_parallel(chunks, layers, tp, rec, rep0, samples, g0, gpus, q, u, zero,
         stop = min(P, start + size)
         if start < stop:
             # A stamp array per chunk: the per-thread scratch of the distinct-GPU check.
-            stamp = np.zeros(n_gpus, np.int64)
+            stamp = np.zeros(n_gpus + 16, np.int64)[8:-8]  # padded: no line shared
             _rows(start, stop, layers, tp, rec, rep0, samples, g0, gpus, q, u, zero, stamp,
                   tflops, lat_ms, bw_gbps, site, idle_w, dyn_w, mem_cap, n_layers, batch,
                   max_tp, flop_ls, gamma, act_bytes, w_bytes, lm_bytes, alpha, logit_bytes,
@@ -369,7 +369,9 @@ class HybridBatchEvaluator:
         n, args = self.instance.n, self._args
 
         def work() -> None:
-            stamp = np.zeros(n, _I64)  # this thread's scratch for the distinct-GPU check
+            # This thread's scratch for the distinct-GPU check, padded by a cache line on
+            # each side so that two threads' stamps never share one.
+            stamp = np.zeros(n + 16, _I64)[8:-8]
             for start in cursor:
                 if start >= P:
                     return
