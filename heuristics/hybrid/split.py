@@ -18,27 +18,31 @@ B_M = b M / 1000 (E's idle part is T times a constant), and
 Exact method. T = sum tau + (M - 1) max tau + max A. For caps Z on every tau_q and W
 on every A_q, ``D(Z, W)`` = min sum_q [A tau_q + B_M n_q e_q] under those caps and
 memory is a DP over stages with state (layers used, s_{q-1}, s_q): a transition picks
-(n_q, rho_q, s_{q+1}), where tau_q is known. Every plan feasible under (Z, W) costs at
-most D(Z, W) + A (M - 1) Z + A W, and the optimum x* is feasible under its own
-(Z*, W*) = (max tau*, max A*), where the bound equals its objective: so the minimum
-over candidate caps is the optimum when the candidates contain Z* and W*. The
-candidates are every value n g_q + k_q (each stage, share triple, rho, n) and every
-A_q(n); they are swept in ascending order and a (Z, W) is skipped once the bound
-D(inf, W) + A (M - 1) Z + A W reaches the incumbent (D is non-increasing in both
-caps), and the smallest feasible Z for each W is found by bisection (feasibility is
-monotone in Z). The DP uses the same floating-point expressions for tau as the
+(n_q, rho_q, s_{q+1}), where tau_q is known; the best n_q for every state comes from a
+sliding-window minimum (a monotone queue), so one DP costs O(Q L R S^3) for S share
+vectors per stage (S = C(u-1, d-1)). Every plan feasible under (Z, W) costs at most
+D(Z, W) + A (M - 1) Z + A W, and the optimum x* is feasible under its own
+(Z*, W*) = (max tau*, max A*), where that bound is its objective; so it suffices to
+visit caps from the candidate sets (every value n g_q + k_q of a stage, share triple,
+rho and n; every A_q(n)) that can still hold a better plan. Both caps are lowered by
+jumps: with h(W) = min over plans with every A_q <= W of (sum part + A (M - 1) max tau),
+a plan whose max A is at least that of h(W)'s minimiser x* is no better than x*, so
+the next W is the largest candidate below max A(x*); inside, a plan whose max tau is
+at least that of D(Z, W)'s plan has no smaller sum part, so the next Z is the largest
+candidate below that plan's max tau. h grows as W falls: the sweep stops once
+h(W) + A min W reaches the incumbent, the inner one once D(Z, W) + A (M - 1) min Z
+reaches h(W). The DP evaluates tau with the same floating-point expression as the
 candidates, so the cap tests are exact; the returned plan is priced by the shared
-kernel (:class:`geoplan.cost.hybrid_evaluate.HybridEvaluator`).
+kernel (:class:`geoplan.cost.hybrid_evaluate.HybridEvaluator`). Held to brute force
+(every split, share vector and recompute) in tests/heuristics/test_hybrid_split.py.
 
-Cost: a DP is O(Q L^2 R S^3) for S share vectors per stage (C(u-1, d-1)); the
-exact method is meant for small u and d (tests, refinement of a few plans).
-
-Fast method (``exact=False``, a heuristic): the same exact sweep, restricted to
-a few share vectors per stage: for each recompute choice, the vector that minimises
-the stage's per-layer compute + TP time max_r (c_r + p_r) (a greedy unit-by-unit
-fill, optimal for that min-max since each replica's time grows with its share),
-plus the near-equal vector. It ignores the share's effect on the boundary sends and
-on memory. Measured against the exact method: docs/hybrid-heuristics.md.
+Fast method (``exact=False``, a heuristic): the same exact sweep, but a stage with more
+than :data:`FAST_ALL` share vectors keeps only a few: for each recompute choice the
+vector minimising its per-layer compute + TP time max_r (c_r + p_r) (a unit-by-unit
+greedy fill, optimal for that min-max since each replica's time grows with its
+share), the near-equal vector and the memory-proportional one. It ignores the
+shares' effect on the boundary sends. Measured against the exact method:
+docs/hybrid-heuristics.md.
 
 Per-stage terms come from :mod:`geoplan.cost.hybrid_kernel` (replica_compute_ms,
 replica_tp_ms, stage_boundary_ms, grad_sync_ms, replica_bytes); nothing is restated.
@@ -65,6 +69,8 @@ __all__ = ["SplitOutcome", "StageGroups", "compositions", "evaluator_of", "solve
            "split_and_share"]
 
 _INF = np.inf
+#: The fast method keeps every share vector of a stage that has at most this many.
+FAST_ALL = 8
 
 
 @dataclass(frozen=True)
@@ -151,9 +157,14 @@ def _z_candidates(q_count, n_layers, ns, g, mc, fwd, bwd, o):  # pragma: no cove
 
 @njit(cache=True)
 def _dp(q_count, n_layers, ns, g, w, mc, fwd, bwd, hi_a, z_cap, o, coef_a,
-        val, ch_n, ch_r, ch_j):  # pragma: no cover - compiled
+        val, ch_n, ch_r, ch_j, dq):  # pragma: no cover - compiled
     """D(Z, W): min sum_q [n_q w_q + A k_q] with every tau_q <= z_cap, n_q <= hi_a[q]
-    (the W cap) and memory; fills the choice tables; returns (value, stage-0 share)."""
+    (the W cap) and memory; fills the choice tables; returns (value, stage-0 share).
+
+    For fixed (s_{q-1}, s_q, s_{q+1}, rho) the best n for each ``ell`` (layers used
+    before stage q) is a minimum of m w + val[q+1, m] over a window of m = ell + n
+    that slides with ``ell``: a monotone queue (``dq``) gives all of them in O(L).
+    """
     n_rec = g.shape[2]
     capped = np.isfinite(z_cap)
     for q in range(q_count - 1, -1, -1):
@@ -161,45 +172,69 @@ def _dp(q_count, n_layers, ns, g, w, mc, fwd, bwd, hi_a, z_cap, o, coef_a,
         njn = ns[q + 1] if q < q_count - 1 else 1
         rest = q_count - 1 - q
         last = q == q_count - 1
-        for ell in range(q, n_layers - rest):
-            top = n_layers - rest - ell
-            for jp in range(njp):
-                for j in range(ns[q]):
-                    best = _INF
-                    bn = -1
-                    br = -1
-                    bj = -1
-                    for jn in range(njn):
-                        k = _stage_k(q, q_count, jp, j, jn, fwd, bwd, o)
-                        for r in range(n_rec):
-                            cap = min(mc[q, j, r], hi_a[q], top)
-                            gg = g[q, j, r]
-                            if capped and cap >= 1:
-                                if not np.isfinite(k) or not np.isfinite(gg):
-                                    continue
-                                x = (z_cap - k) / gg if gg > 0 else cap
-                                nz = cap if x >= cap else (int(x) if x > 0 else 0)
-                                while nz < cap and (nz + 1) * gg + k <= z_cap:
-                                    nz += 1
-                                while nz >= 1 and nz * gg + k > z_cap:
-                                    nz -= 1
-                                cap = nz
-                            lo = top if last else 1
-                            if cap < lo:
+        end = n_layers - rest  # the layers stages 0..q may use at most
+        for jp in range(njp):
+            for j in range(ns[q]):
+                for ell in range(q, end):
+                    val[q, ell, jp, j] = _INF
+                    ch_n[q, ell, jp, j] = -1
+                for jn in range(njn):
+                    k = _stage_k(q, q_count, jp, j, jn, fwd, bwd, o)
+                    if not np.isfinite(k):
+                        continue
+                    for r in range(n_rec):
+                        cap = min(mc[q, j, r], hi_a[q], end - q)
+                        gg = g[q, j, r]
+                        if cap < 1 or not np.isfinite(gg):
+                            continue
+                        if capped:
+                            x = (z_cap - k) / gg if gg > 0 else cap
+                            nz = cap if x >= cap else (int(x) if x > 0 else 0)
+                            while nz < cap and (nz + 1) * gg + k <= z_cap:
+                                nz += 1
+                            while nz >= 1 and nz * gg + k > z_cap:
+                                nz -= 1
+                            cap = nz
+                            if cap < 1:
                                 continue
-                            ww = w[q, j, r]
-                            for n in range(lo, cap + 1):
-                                nxt = 0.0 if last else val[q + 1, ell + n, j, jn]
-                                v = n * ww + coef_a * k + nxt
-                                if v < best:
-                                    best = v
-                                    bn = n
-                                    br = r
-                                    bj = jn
-                    val[q, ell, jp, j] = best
-                    ch_n[q, ell, jp, j] = bn
-                    ch_r[q, ell, jp, j] = br
-                    ch_j[q, ell, jp, j] = bj
+                        ww = w[q, j, r]
+                        fixed = coef_a * k
+                        if last:
+                            for ell in range(max(q, end - cap), end):
+                                n = end - ell
+                                v = n * ww + fixed
+                                if v < val[q, ell, jp, j]:
+                                    val[q, ell, jp, j] = v
+                                    ch_n[q, ell, jp, j] = n
+                                    ch_r[q, ell, jp, j] = r
+                                    ch_j[q, ell, jp, j] = jn
+                            continue
+                        head = 0
+                        tail = 0
+                        nxt = q + 1  # next m to enter the window
+                        for ell in range(q, end):
+                            hi = min(ell + cap, end)
+                            while nxt <= hi:
+                                u_m = nxt * ww + val[q + 1, nxt, j, jn]
+                                while tail > head and (
+                                        dq[tail - 1] * ww + val[q + 1, dq[tail - 1], j, jn]
+                                        >= u_m):
+                                    tail -= 1
+                                dq[tail] = nxt
+                                tail += 1
+                                nxt += 1
+                            while tail > head and dq[head] < ell + 1:
+                                head += 1
+                            if tail == head:
+                                continue
+                            m = dq[head]
+                            n = m - ell
+                            v = n * ww + fixed + val[q + 1, m, j, jn]
+                            if v < val[q, ell, jp, j]:
+                                val[q, ell, jp, j] = v
+                                ch_n[q, ell, jp, j] = n
+                                ch_r[q, ell, jp, j] = r
+                                ch_j[q, ell, jp, j] = jn
     best = _INF
     j0 = -1
     for j in range(ns[0]):
@@ -297,6 +332,17 @@ def _near_equal(u: int, d: int) -> tuple[int, ...]:
     return tuple(u // d + (1 if r < u % d else 0) for r in range(d))
 
 
+def _memory_shares(ev: HybridEvaluator, st: StageGroups, u: int) -> tuple[int, ...]:
+    """Shares in proportion to each replica's smallest memory (>= 1, largest remainder)."""
+    cap = np.array([float(ev.coefficients.mem_cap[list(r)].min()) for r in st.replicas])
+    d = len(cap)
+    share = cap / cap.sum() * (u - d)
+    n = np.floor(share).astype(np.int64)
+    order = np.lexsort((np.arange(d), -(share - n)))
+    n[order[:u - d - int(n.sum())]] += 1
+    return tuple(int(x) + 1 for x in n)
+
+
 def _check(instance: Instance, stages: Sequence[StageGroups], u: int, zero: int) -> None:
     t = instance.training
     if not stages:
@@ -336,11 +382,12 @@ def _prepare(instance: Instance, stages: Sequence[StageGroups], u: int, zero: in
         d = len(st.replicas)
         if d > u:
             return None
-        if exact:
-            shares.append(compositions(u, d))
+        every = compositions(u, d) if exact or math.comb(u - 1, d - 1) <= FAST_ALL else None
+        if every is not None:
+            shares.append(every)
         else:
             cand = [_greedy_shares(ev, st, u, r) for r in range(n_rec) if offered[r]]
-            cand.append(_near_equal(u, d))
+            cand += [_near_equal(u, d), _memory_shares(ev, st, u)]
             shares.append(sorted(set(cand)))
     s_max = max(len(v) for v in shares)
     wt = ev.weights
@@ -426,15 +473,17 @@ def solve_split(instance: Instance, stages: Sequence[StageGroups], u: int, zero:
         return np.array([int(np.searchsorted(terms.sync[q, 1:top + 1], w_cap, side="right"))
                          for q in range(q_count)], dtype=np.int64)
 
+    dq = np.empty(n_layers + 2, dtype=np.int64)
+
     def run(z_cap: float, hi: np.ndarray) -> tuple[float, int]:
         nonlocal runs
         runs += 1
         v, j0 = _dp(q_count, n_layers, ns, g, w, mc, fwd, bwd, hi, z_cap, o, a, val, ch_n,
-                    ch_r, ch_j)
+                    ch_r, ch_j, dq)
         return float(v), int(j0)
 
-    def walk(j0: int) -> tuple[list[int], list[int], list[int], float]:
-        """Follow the choices: (n, rho, share index) per stage and the actual objective."""
+    def walk(j0: int) -> tuple[tuple[list[int], list[int], list[int]], float, float, float]:
+        """Follow the choices: ((n, rho, share index) per stage, sum part, max tau, max A)."""
         ell, jp, j = 0, 0, j0
         n_, r_, j_ = [], [], []
         for q in range(q_count):
@@ -443,59 +492,61 @@ def solve_split(instance: Instance, stages: Sequence[StageGroups], u: int, zero:
             r_.append(r)
             j_.append(j)
             ell, jp, j = ell + n, j, jn
-        taus = [n_[q] * g[q, j_[q], r_[q]]
-                + _stage_k(q, q_count, j_[q - 1] if q else 0, j_[q],
-                           j_[q + 1] if q < q_count - 1 else 0, fwd, bwd, o)
-                for q in range(q_count)]
-        lin = sum(n_[q] * w[q, j_[q], r_[q]] for q in range(q_count))
+        ks = [_stage_k(q, q_count, j_[q - 1] if q else 0, j_[q],
+                       j_[q + 1] if q < q_count - 1 else 0, fwd, bwd, o)
+              for q in range(q_count)]
+        taus = [n_[q] * g[q, j_[q], r_[q]] + ks[q] for q in range(q_count)]
+        lin = sum(n_[q] * w[q, j_[q], r_[q]] + a * ks[q] for q in range(q_count))
         sync = max(terms.sync[q, n_[q]] for q in range(q_count))
-        value = lin + a * (sum(taus) - sum(n_[q] * g[q, j_[q], r_[q]] for q in range(q_count)))
-        value += slope_z * max(taus) + a * sync
-        return n_, r_, j_, float(value)
+        return (n_, r_, j_), float(lin), float(max(taus)), float(sync)
 
+    # Candidate caps: every value a tau_q / an A_q can take (module docstring).
     w_cands = np.unique(usable[np.isfinite(usable)]) if a > 0 else np.array([_INF])
     if slope_z > 0:
         z_cands = np.unique(_z_candidates(q_count, n_layers, ns, g, mc, fwd, bwd, o))
     else:
         z_cands = np.array([_INF])
-    best = _INF
-    best_sol: tuple[list[int], list[int], list[int]] | None = None
-    lb0, _ = run(_INF, np.full(q_count, top, dtype=np.int64))
-    if not math.isfinite(lb0) or len(z_cands) == 0:
+    if len(z_cands) == 0 or len(w_cands) == 0:
         return None
     z_low = slope_z * z_cands[0] if math.isfinite(z_cands[0]) else 0.0
-    for w_cap in w_cands:
-        w_term = a * w_cap if math.isfinite(w_cap) else 0.0
-        if lb0 + w_term + z_low >= best:
-            break
-        hi = hi_of(w_cap)
-        if (hi < 1).any():
-            continue
-        lb_w, j0 = run(_INF, hi)
-        if not math.isfinite(lb_w) or lb_w + w_term + z_low >= best:
-            continue
-        if not math.isfinite(z_cands[-1]):
-            lo = len(z_cands) - 1
-        else:
-            lo, up = 0, len(z_cands) - 1  # smallest feasible Z by bisection
-            if not math.isfinite(run(float(z_cands[up]), hi)[0]):
-                continue
-            while lo < up:
-                mid = (lo + up) // 2
-                if math.isfinite(run(float(z_cands[mid]), hi)[0]):
-                    up = mid
-                else:
-                    lo = mid + 1
-        for z_cap in z_cands[lo:]:
-            z_term = slope_z * z_cap if math.isfinite(z_cap) else 0.0
-            if lb_w + w_term + z_term >= best:
-                break
-            v, j0 = run(float(z_cap), hi)
+    w_low = a * w_cands[0] if math.isfinite(w_cands[0]) else 0.0
+    best = _INF
+    best_sol: tuple[list[int], list[int], list[int]] | None = None
+    hi = np.full(q_count, top, dtype=np.int64)
+    # Outer sweep over W, inner over Z, both descending by jumps: h(W) = min over plans
+    # with every A_q <= W of (sum part + A (M - 1) max tau). A plan y with
+    # max A(y) >= max A(x*) (x* the minimiser of h(W)) is no better than x*, so the next
+    # W is the largest candidate below max A(x*); likewise inside, a plan whose max tau is
+    # at least that of the DP's plan x at cap Z has a sum part >= x's, so the next Z is
+    # the largest candidate below max tau(x). h only grows as W falls, so the sweep
+    # stops once h(W) + A min W cannot beat the incumbent; the inner stops once
+    # D(Z, W) + A (M - 1) min Z cannot beat h(W).
+    while True:
+        h = _INF
+        h_w = _INF
+        z_cap = _INF
+        while True:
+            v, j0 = run(z_cap, hi)
             if not math.isfinite(v):
-                continue
-            n_, r_, j_, actual = walk(j0)
-            if actual < best:
-                best, best_sol = actual, (n_, r_, j_)
+                break
+            sol, lin, zx, wx = walk(j0)
+            val_h = lin + slope_z * zx
+            if val_h < h:
+                h, h_w = val_h, wx
+            if val_h + a * wx < best:
+                best, best_sol = val_h + a * wx, sol
+            i = int(np.searchsorted(z_cands, zx, side="left")) - 1
+            if slope_z <= 0 or i < 0 or v + z_low >= h:
+                break
+            z_cap = float(z_cands[i])
+        if not math.isfinite(h) or a <= 0 or h + w_low >= best:
+            break
+        i = int(np.searchsorted(w_cands, h_w, side="left")) - 1
+        if i < 0:
+            break
+        hi = hi_of(float(w_cands[i]))
+        if (hi < 1).any():
+            break  # a smaller W leaves that stage no layer count either
     if best_sol is None:
         return None
     n_, r_, j_ = best_sol
