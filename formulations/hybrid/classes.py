@@ -443,7 +443,11 @@ class Pool:
                     max(0, runs - 1), {cl.index: cl.site for cl in self.classes})
 
     def quick_bound(self, u: int, q_count: int) -> float:
-        """A valid lower bound on every plan of the space with u and ``q_count`` stages.
+        """A valid lower bound on the objective of every plan of the cell (u, ``q_count``)."""
+        return self.cell_bounds(u, q_count)[0]
+
+    def cell_bounds(self, u: int, q_count: int) -> tuple[float, float, float]:
+        """(objective, tmax, sum tau) lower bounds of every plan of the cell (u, ``q_count``).
 
         Stage q holds at most (tmax - o - send) / comp1_q layers, so tmax >= L / R + o +
         send with R the largest sum of 1 / comp1 over q_count stages fitting the nodes;
@@ -452,14 +456,14 @@ class Pool:
         stage idles at least its cheapest configuration."""
         cell = self.cell(u, q_count)
         if cell is None:
-            return math.inf
+            return math.inf, 0.0, 0.0
         coefs = list(cell.coefs.values())
         L, o = self.instance.layers, self.hc.overhead_ms
         m = self.instance.training.batch_size / u
         c_min = min(c.comp1 for c in coefs)
         rate = self._best_rate(cell.configs, coefs, q_count)
         if rate <= 0:
-            return math.inf
+            return math.inf, 0.0, 0.0
         pair = min((cell.fwd[p] + cell.bwd[p] for p in cell.linked), default=0.0)
         one = min((min(cell.fwd[p], cell.bwd[p]) for p in cell.linked), default=0.0)
         cross = [p for p in cell.linked if cell.site[p[0][0]] != cell.site[p[1][0]]]
@@ -469,7 +473,7 @@ class Pool:
         sum_lb = L * c_min + q_count * o + (q_count - 1) * pair
         if cell.crossings:
             if not cross:
-                return math.inf
+                return math.inf, 0.0, 0.0
             tmax = max(tmax, o + c_min + min(max(cell.fwd[p], cell.bwd[p]) for p in cross))
             c_pair = min(cell.fwd[p] + cell.bwd[p] for p in cross)
             sum_lb += cell.crossings * (c_pair - pair)
@@ -477,7 +481,7 @@ class Pool:
         w = ObjectiveWeights.from_instance(self.instance)
         e_lb = (t_lb * q_count * min(c.idle for c in coefs) / 1e3
                 + m * L * min(c.dyn1 for c in coefs) / 1e3)
-        return w.value(t_lb, e_lb) if w.b > 0 else t_lb * w.a
+        return (w.value(t_lb, e_lb) if w.b > 0 else t_lb * w.a), tmax, sum_lb
 
     def _best_rate(self, configs: list[Config], coefs: list[Coef], q_count: int) -> float:
         """max sum_q 1 / comp1_q over q_count stages within every class's nodes (two DPs)."""

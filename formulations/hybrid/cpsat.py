@@ -196,7 +196,11 @@ def solve_cell(pool: Pool, u: int, q_count: int, cutoff: float | None, seconds: 
         md.add(s == sum(ti(a_of(q, k)[0]) * x[q, k] + ti(a_of(q, k)[1]) * n[q, k]
                         for k in by_slot[q]))
         syncs.append(s)
-    tmax = md.new_int_var(0, tau_hi, "tmax")
+    # The cell's quick bounds (Pool.cell_bounds), lowered off the rounding.
+    _, tmax_lb, sum_lb = pool.cell_bounds(u, q_count)
+    shrink = 1 - 2 * sc.tolerance - 1e-9
+    tmax = md.new_int_var(min(tau_hi, math.floor(tmax_lb * sc.ts * shrink)), tau_hi, "tmax")
+    md.add(sum(taus) >= math.floor(sum_lb * sc.ts * shrink))
     md.add_max_equality(tmax, taus)
     amax = md.new_int_var(0, ti(a_ub) + 2 * L + 2, "amax")
     md.add_max_equality(amax, syncs)

@@ -94,7 +94,9 @@ def build(pool: Pool, u: int, q_count: int) -> UModel | None:
                    bounds=lambda _m, q, k: (0, caps[q, k]))
     bnd = [(q, a, b) for q in range(1, q_count) for (a, b) in linked]
     md.p = pyo.Var(bnd, bounds=(0, 1))
-    md.tmax = pyo.Var(bounds=(0, None))
+    # The cell's quick bounds (Pool.cell_bounds), lowered off HiGHS's tolerances.
+    _, tmax_lb, sum_lb = pool.cell_bounds(u, q_count)
+    md.tmax = pyo.Var(bounds=(tmax_lb * (1 - 1e-9), None))
     md.amax = pyo.Var(bounds=(0, None))
     md.c = pyo.ConstraintList()
     add = md.c.add
@@ -140,6 +142,7 @@ def build(pool: Pool, u: int, q_count: int) -> UModel | None:
     t_ub = _t_upper(pool, u, q_count, configs, caps, coefs, sends)
     md.t = pyo.Var(bounds=(0, t_ub))
     add(md.t == sum(taus) + (m_count - 1) * md.tmax + md.amax)
+    add(sum(taus) >= sum_lb * (1 - 1e-9))
     energy: Any = 0
     if w.b > 0:
         # W_q >= T * (idle of slot q): for each idle value v,
