@@ -71,6 +71,8 @@ __all__ = ["SplitOutcome", "StageGroups", "compositions", "evaluator_of", "solve
 _INF = np.inf
 #: The fast method keeps every share vector of a stage that has at most this many.
 FAST_ALL = 8
+#: ... and lets one stage at a time take all of its vectors when it has at most this many.
+FAST_STAGE = 64
 
 
 @dataclass(frozen=True)
@@ -368,8 +370,27 @@ def _check(instance: Instance, stages: Sequence[StageGroups], u: int, zero: int)
             seen |= set(r)
 
 
+def _candidate_shares(ev: HybridEvaluator, stages: Sequence[StageGroups], u: int,
+                      exact: bool) -> list[list[tuple[int, ...]]] | None:
+    """The share vectors each stage may take (module docstring); None if some d > u."""
+    choices = ev.instance.training.recompute_choices or RECOMPUTE
+    shares: list[list[tuple[int, ...]]] = []
+    for st in stages:
+        d = len(st.replicas)
+        if d > u:
+            return None
+        if exact or math.comb(u - 1, d - 1) <= FAST_ALL:
+            shares.append(compositions(u, d))
+        else:
+            cand = [_greedy_shares(ev, st, u, r) for r, name in enumerate(RECOMPUTE)
+                    if name in choices]
+            cand += [_near_equal(u, d), _memory_shares(ev, st, u)]
+            shares.append(sorted(set(cand)))
+    return shares
+
+
 def _prepare(instance: Instance, stages: Sequence[StageGroups], u: int, zero: int,
-             exact: bool) -> _Terms | None:
+             shares: list[list[tuple[int, ...]]]) -> _Terms:
     ev = evaluator_of(instance)
     c = ev.coefficients
     tr = ev.instance.training
@@ -377,18 +398,6 @@ def _prepare(instance: Instance, stages: Sequence[StageGroups], u: int, zero: in
     choices = tr.recompute_choices or RECOMPUTE
     offered = [r in choices for r in RECOMPUTE]
     n_rec = len(RECOMPUTE)
-    shares: list[list[tuple[int, ...]]] = []
-    for st in stages:
-        d = len(st.replicas)
-        if d > u:
-            return None
-        every = compositions(u, d) if exact or math.comb(u - 1, d - 1) <= FAST_ALL else None
-        if every is not None:
-            shares.append(every)
-        else:
-            cand = [_greedy_shares(ev, st, u, r) for r in range(n_rec) if offered[r]]
-            cand += [_near_equal(u, d), _memory_shares(ev, st, u)]
-            shares.append(sorted(set(cand)))
     s_max = max(len(v) for v in shares)
     wt = ev.weights
     idle = float(sum(c.idle_w[x] for st in stages for r in st.replicas for x in r))
@@ -439,21 +448,11 @@ def _prepare(instance: Instance, stages: Sequence[StageGroups], u: int, zero: in
 # --------------------------------------------------------------------------- the sweep
 
 
-def solve_split(instance: Instance, stages: Sequence[StageGroups], u: int, zero: int, *,
-                exact: bool = True) -> SplitOutcome | None:
-    """The best (layers, shares, recompute) for the fixed groups (module docstring);
-    None when no choice fits memory (or a link is missing). Structural errors (tp not a
-    power of two, a replica of the wrong size, a TP group across sites, a GPU twice,
-    u not dividing the batch) raise ValueError."""
-    _check(instance, stages, u, zero)
-    q_count = len(stages)
-    ev = evaluator_of(instance)
+def _sweep(ev: HybridEvaluator, terms: _Terms, q_count: int
+           ) -> tuple[float, tuple[list[int], list[int], list[int]] | None, int]:
+    """The exact cap sweep over ``terms``: (objective, (n, rho, share index) per stage,
+    DP runs); (inf, None, runs) when nothing fits."""
     n_layers = ev.coefficients.n_layers
-    if q_count > n_layers:
-        return None
-    terms = _prepare(instance, stages, u, zero, exact)
-    if terms is None:
-        return None
     ns, g, w, mc, fwd, bwd = terms.ns, terms.g, terms.w, terms.mc, terms.fwd, terms.bwd
     o = float(ev.coefficients.overhead_ms)
     a = terms.coef_a
@@ -507,7 +506,7 @@ def solve_split(instance: Instance, stages: Sequence[StageGroups], u: int, zero:
     else:
         z_cands = np.array([_INF])
     if len(z_cands) == 0 or len(w_cands) == 0:
-        return None
+        return _INF, None, runs
     z_low = slope_z * z_cands[0] if math.isfinite(z_cands[0]) else 0.0
     w_low = a * w_cands[0] if math.isfinite(w_cands[0]) else 0.0
     best = _INF
@@ -547,13 +546,50 @@ def solve_split(instance: Instance, stages: Sequence[StageGroups], u: int, zero:
         hi = hi_of(float(w_cands[i]))
         if (hi < 1).any():
             break  # a smaller W leaves that stage no layer count either
-    if best_sol is None:
+    return best, best_sol, runs
+
+
+def solve_split(instance: Instance, stages: Sequence[StageGroups], u: int, zero: int, *,
+                exact: bool = True) -> SplitOutcome | None:
+    """The best (layers, shares, recompute) for the fixed groups (module docstring);
+    None when no choice fits memory (or a link is missing). Structural errors (tp not a
+    power of two, a replica of the wrong size, a TP group across sites, a GPU twice,
+    u not dividing the batch) raise ValueError."""
+    _check(instance, stages, u, zero)
+    q_count = len(stages)
+    ev = evaluator_of(instance)
+    if q_count > ev.coefficients.n_layers:
         return None
-    n_, r_, j_ = best_sol
+    shares = _candidate_shares(ev, stages, u, exact)
+    if shares is None:
+        return None
+    best, sol, runs = _sweep(ev, _prepare(instance, stages, u, zero, shares), q_count)
+    if not exact and sol is not None:
+        # Coordinate descent: one stage at a time takes every share vector (when it has
+        # at most FAST_STAGE), the others keep theirs; repeat while a round improves.
+        current = [shares[q][j] for q, j in enumerate(sol[2])]
+        wide = [q for q, st in enumerate(stages)
+                if FAST_ALL < math.comb(u - 1, len(st.replicas) - 1) <= FAST_STAGE]
+        improved = True
+        while improved:
+            improved = False
+            for q in wide:
+                trial = [[v] for v in current]
+                trial[q] = compositions(u, len(stages[q].replicas))
+                got, got_sol, k = _sweep(ev, _prepare(instance, stages, u, zero, trial),
+                                         q_count)
+                runs += k
+                if got_sol is not None and got < best * (1 - 1e-12):
+                    best, sol, shares = got, got_sol, trial
+                    current = [shares[p][j] for p, j in enumerate(sol[2])]
+                    improved = True
+    if sol is None:
+        return None
+    n_, r_, j_ = sol
     ids = ev.instance.gpu_ids
     plan = HybridPlan(
         tuple(HybridStage(n_[q], st.tp,
-                          tuple(Replica(tuple(ids[x] for x in rep), terms.shares[q][j_[q]][k])
+                          tuple(Replica(tuple(ids[x] for x in rep), shares[q][j_[q]][k])
                                 for k, rep in enumerate(st.replicas)),
                           RECOMPUTE[r_[q]])
               for q, st in enumerate(stages)),

@@ -148,3 +148,14 @@ def test_device_groups_and_tp_groups() -> None:
         for t in (1, 2, 4):
             tps = tp_groups([g], t)
             assert all(len(x) == t for x in tps) and len(tps) == len(g.gpus) // t
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_fast_method_on_wide_stages_is_valid_and_no_better_than_exact(seed: int) -> None:
+    inst = _instance(seed, mem_scale=0.5)
+    stages = [StageGroups(1, ((0,), (1,), (2,))), StageGroups(1, ((3,), (4,), (5,)))]
+    exact = solve_split(inst, stages, 8, 1)  # C(7, 2) = 21 share vectors per stage
+    fast = solve_split(inst, stages, 8, 1, exact=False)
+    assert exact is not None and fast is not None
+    assert fast.objective >= exact.objective * (1 - 1e-12)
+    assert not validate_hybrid(inst, fast.plan)
