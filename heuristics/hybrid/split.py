@@ -37,12 +37,15 @@ kernel (:class:`geoplan.cost.hybrid_evaluate.HybridEvaluator`). Held to brute fo
 (every split, share vector and recompute) in tests/heuristics/test_hybrid_split.py.
 
 Fast method (``exact=False``, a heuristic): the same exact sweep, but a stage with more
-than :data:`FAST_ALL` share vectors keeps only a few: for each recompute choice the
+than :data:`FAST_ALL` share vectors starts from a few: for each recompute choice the
 vector minimising its per-layer compute + TP time max_r (c_r + p_r) (a unit-by-unit
 greedy fill, optimal for that min-max since each replica's time grows with its
-share), the near-equal vector and the memory-proportional one. It ignores the
-shares' effect on the boundary sends. Measured against the exact method:
-docs/hybrid-heuristics.md.
+share), the near-equal vector and the memory-proportional one. Then coordinate
+descent: one such stage at a time (if it has at most :data:`FAST_STAGE` vectors) takes
+all of its vectors while the others keep their current one, the sweep is rerun, and
+rounds repeat while one improves. Exact for each stage's shares given the others'
+and for the layers and recompute given all shares; not exact overall. Measured
+against the exact method in docs/hybrid-heuristics.md.
 
 Per-stage terms come from :mod:`geoplan.cost.hybrid_kernel` (replica_compute_ms,
 replica_tp_ms, stage_boundary_ms, grad_sync_ms, replica_bytes); nothing is restated.
