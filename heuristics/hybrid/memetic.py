@@ -193,7 +193,7 @@ class _Search:
         members: dict[Genome, float] = dict(keep)
         seeds = [s for s in seeds if s not in members]
         counts = {"seeds": len(seeds), "seeds_feasible": 0, "random_drawn": 0,
-                  "random_feasible": 0}
+                  "random_feasible": 0, "random_duplicates": 0}
         if seeds:
             values = self.price(seeds)
             for g, v in zip(seeds, values.tolist(), strict=True):
@@ -208,7 +208,9 @@ class _Search:
             for _ in range(min(P, draws - counts["random_drawn"])):
                 counts["random_drawn"] += 1
                 drawn = random_genome(self.rng, self.space)
-                if drawn is not None and drawn not in members:
+                if drawn is not None and (drawn in members or drawn in batch):
+                    counts["random_duplicates"] += 1
+                elif drawn is not None:
                     batch.append(drawn)
             if not batch:
                 continue
@@ -217,7 +219,10 @@ class _Search:
                     counts["random_feasible"] += 1
                     h, w = self.improve(g, v)
                     members.setdefault(h, w)
-        self.saturated = len(members) < P and not self.out_of_time()
+        # Short of P although most draws repeated a member: the plan space is (nearly)
+        # covered. (Short because draws were infeasible is not: memory-bound instances.)
+        self.saturated = (len(members) < P and not self.out_of_time()
+                          and 2 * counts["random_duplicates"] >= counts["random_drawn"])
         ranked = sorted(members.items(), key=lambda kv: kv[1])[:max(P, len(keep))]
         self.pop = [g for g, _ in ranked]
         self.obj = np.array([v for _, v in ranked], dtype=float)
@@ -267,11 +272,14 @@ class _Search:
         mut_idx = [i for i, v in enumerate(cobj) if v >= best]
         mutants = [mutate(rng, space, children[i]) for i in mut_idx]
         live = [(i, m) for i, m in zip(mut_idx, mutants, strict=True) if m is not None]
+        reverted = 0
         if live:
             mv = self.price([m for _, m in live])
             for (i, m), v in zip(live, mv.tolist(), strict=True):
                 if math.isfinite(v):
                     children[i], cobj[i] = m, v
+                else:
+                    reverted += 1
         ls = rng.random(len(children)) < p.ls_rate
         resplit = rng.random(len(children)) < p.split_rate
         for i in np.flatnonzero(ls).tolist():
@@ -282,6 +290,7 @@ class _Search:
         for g, c in zip(children, cobj, strict=True):
             if g not in members and g not in fresh:
                 fresh[g] = c
+        self.stats = (len(children), len(live), reverted, len(fresh))
         self.replace(fresh)
 
     def replace(self, fresh: dict[Genome, float]) -> None:
