@@ -13,9 +13,10 @@ Search (docs/hybrid-heuristics.md relates it to Metis and Sailor):
   site first); the chosen groups are ordered site by site (sites in order of their
   fastest chosen group) and cut into p stages of d consecutive groups, so that a
   stage's replicas share a site and class where the counts allow;
-* for each u in ``micro_batch_choices`` with d | u (equal shares u / d, as Metis and
-  Sailor use), each ZeRO stage in ``zero_choices`` and each recompute choice (the
-  same for every stage): layers in proportion to each stage's compute rate
+* for each u in ``micro_batch_choices`` with d | u (equal shares u / d, as Metis's
+  intra-stage plans use; Sailor's unequal per-GPU micro-batches are not searched),
+  each ZeRO stage in ``zero_choices`` and each recompute choice (the same for every
+  stage): layers in proportion to each stage's compute rate
   d t min_r F_r, repaired to the memory caps
   (:func:`geoplan.cost.baseline.proportional_split`), priced by the shared kernel;
   the best feasible plan is kept (strictly better only: the first found wins ties).
