@@ -18,7 +18,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -74,6 +74,10 @@ class HybridMemeticParams(SolverParams):
         at_least=1)
     stall_restarts: int = param(
         8, "runs in a row without a new best that end the search", at_least=1)
+    grid_share: float = param(
+        0.25, "share of the remaining budget the grid seeds may take", above=0.0, at_most=1.0)
+    replacement: Literal["generational", "improving"] = param(
+        "generational", "offspring replace the P - E worst, or only those they beat")
     grid_seeds: bool = param(True, "seed with heuristics.hybrid.grid.grid_plans (when present)")
     split_rate: float = param(
         0.1, "share of the locally searched offspring first re-split by "
@@ -303,6 +307,10 @@ class _Search:
         pop += kids[:room]
         kids = kids[room:]
         n_in = min(len(kids), max(0, len(pop) - E))
+        if self.params.replacement == "improving":
+            # (mu + lambda): a child enters only while it beats the incumbent it replaces.
+            worst = [v for _, v in reversed(pop)]
+            n_in = next((k for k in range(n_in) if not kids[k][1] < worst[k]), n_in)
         if n_in:
             pop = pop[:len(pop) - n_in] + kids[:n_in]
         pop.sort(key=lambda kv: kv[1])
@@ -353,8 +361,9 @@ def _splitter(space: HybridSpace) -> Callable[[Genome], tuple[Genome, float] | N
     return split
 
 
-def _grid_seeds(instance: Instance) -> list[HybridPlan] | None:
-    """The plans of :func:`heuristics.hybrid.grid.grid_plans` (None: module absent)."""
+def _grid_seeds(instance: Instance, stop: Callable[[], bool]) -> list[HybridPlan] | None:
+    """The plans of :func:`heuristics.hybrid.grid.grid_plans` found before ``stop()``
+    (None: module absent)."""
     try:
         from heuristics.hybrid import grid
     except ImportError:
@@ -363,7 +372,7 @@ def _grid_seeds(instance: Instance) -> list[HybridPlan] | None:
     if fn is None:
         return None
     out = []
-    for p in fn(instance):
+    for p in fn(instance, stop=stop):
         plan = getattr(p, "plan", p)
         if isinstance(plan, HybridPlan):
             out.append(plan)
@@ -412,7 +421,12 @@ def run_hybrid_memetic(
             search.offer(pipe_genome, value)
     started = [g for g in (from_plan(space, p) for p in starts) if g is not None]
     seeds += started
-    grid = _grid_seeds(space.instance) if params.grid_seeds else None
+    grid = None
+    if params.grid_seeds:
+        # The grid enumeration is not bounded by itself at large N: give it a share.
+        until = time.perf_counter() + params.grid_share * max(0.0, deadline - time.perf_counter())
+        grid = _grid_seeds(space.instance, lambda: search.out_of_time()
+                           or time.perf_counter() >= until)
     n_grid = 0
     if grid is not None:
         gg = [g for g in (from_plan(space, p) for p in grid) if g is not None]
