@@ -65,8 +65,12 @@ def _t_upper(pool: Pool, u: int, q_count: int, configs: list[Config],
     return (sum(taus) + (m - 1) * max(taus) + sync) * (1 + 1e-6) + 1.0
 
 
-def build(pool: Pool, u: int, q_count: int) -> UModel | None:
-    """The model of the plans with ``q_count`` stages at micro-batch size u (None: none fits)."""
+def build(pool: Pool, u: int, q_count: int, cutoff: float | None = None) -> UModel | None:
+    """The model of the plans with ``q_count`` stages at micro-batch size u (None: none fits).
+
+    ``cutoff``: only plans whose objective is at most this matter. Then objective >=
+    (a + b Q idle_min / 1000) T bounds T, hence tmax (given the cell's bound on sum tau),
+    hence every stage's layers: comp1 n + o <= tau <= tmax (the pipeline MILP's nub)."""
     inst = pool.instance
     L = inst.layers
     cell = pool.cell(u, q_count)
@@ -75,6 +79,19 @@ def build(pool: Pool, u: int, q_count: int) -> UModel | None:
     configs = cell.configs
     coefs = cell.coefs
     caps = {(q, k): cell.cap(c, q) for q in range(1, q_count + 1) for k, c in enumerate(configs)}
+    _, tmax_lb, sum_lb = pool.cell_bounds(u, q_count)
+    w = ObjectiveWeights.from_instance(inst)
+    m_count = inst.training.batch_size / u
+    o = pool.hc.overhead_ms
+    t_cut = math.inf
+    if cutoff is not None:
+        slope = w.a + w.b * q_count * min(coefs[c].idle for c in configs) / 1e3
+        if slope > 0:
+            t_cut = cutoff / slope * (1 + 1e-9)
+            tmax_cut = (t_cut - sum_lb) / (m_count - 1) if m_count > 1 else t_cut
+            for (q, k), cap in caps.items():
+                room = (tmax_cut - o) / coefs[configs[k]].comp1 * (1 + 1e-9)
+                caps[q, k] = max(0, min(cap, math.floor(room) if room < cap else cap))
     allowed = [(q, k) for (q, k), n in caps.items() if n >= 1]
     by_slot = {q: [k for (qq, k) in allowed if qq == q] for q in range(1, q_count + 1)}
     if any(not ks for ks in by_slot.values()):
@@ -83,9 +100,6 @@ def build(pool: Pool, u: int, q_count: int) -> UModel | None:
         return None
     blocks, fwd, bwd, linked = cell.blocks, cell.fwd, cell.bwd, cell.linked
     sends = max((fwd[p] + bwd[p] for p in linked), default=0.0)
-    w = ObjectiveWeights.from_instance(inst)
-    m_count = inst.training.batch_size / u
-    o = pool.hc.overhead_ms
 
     md = pyo.ConcreteModel()
     Q = range(1, q_count + 1)
@@ -95,7 +109,6 @@ def build(pool: Pool, u: int, q_count: int) -> UModel | None:
     bnd = [(q, a, b) for q in range(1, q_count) for (a, b) in linked]
     md.p = pyo.Var(bnd, bounds=(0, 1))
     # The cell's quick bounds (Pool.cell_bounds), lowered off HiGHS's tolerances.
-    _, tmax_lb, sum_lb = pool.cell_bounds(u, q_count)
     md.tmax = pyo.Var(bounds=(tmax_lb * (1 - 1e-9), None))
     md.amax = pyo.Var(bounds=(0, None))
     md.c = pyo.ConstraintList()
@@ -139,7 +152,7 @@ def build(pool: Pool, u: int, q_count: int) -> UModel | None:
                    * md.n[q, k] for k in by_slot[q] if configs[k].d > 1)
         if not isinstance(sync, int):
             add(md.amax >= sync)
-    t_ub = _t_upper(pool, u, q_count, configs, caps, coefs, sends)
+    t_ub = min(_t_upper(pool, u, q_count, configs, caps, coefs, sends), t_cut)
     md.t = pyo.Var(bounds=(0, t_ub))
     add(md.t == sum(taus) + (m_count - 1) * md.tmax + md.amax)
     add(sum(taus) >= sum_lb * (1 - 1e-9))
@@ -201,8 +214,11 @@ def _start(session: HighsSession, um: UModel, choice: Choice) -> bool:
 def solve_cell(pool: Pool, u: int, q: int, cutoff: float | None, seconds: float,
                start: Choice | None, options: SolveOptions, params: HybridMilpParams) -> USolve:
     """Solve the cell (u, q) with HiGHS; ``cutoff``: only plans below it are of interest."""
-    um = build(pool, u, q)
+    um = build(pool, u, q, cutoff)
     if um is None:
+        if cutoff is not None:  # nothing of the cell beats the cutoff (if it has a plan)
+            return USolve(u, q, "cutoff", None, None, cutoff, 0.0,
+                          {"reason": "no layers fit below the cutoff"})
         return USolve(u, q, "infeasible", None, None, math.inf, 0.0,
                       {"reason": "the layers do not fit"})
     session = HighsSession(um.model)
