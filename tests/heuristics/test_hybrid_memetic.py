@@ -68,6 +68,13 @@ def test_valid_and_never_worse_than_the_pipeline_seed(seed: int) -> None:
     pipe = res.pipeline["objective"]
     assert pipe is not None and res.pipeline["hybrid_objective"] == pytest.approx(pipe, rel=1e-9)
     assert res.objective <= pipe * (1 + 1e-12)
+    # Nor worse than any other seed: the grid plans (when that module is installed).
+    try:
+        from heuristics.hybrid.grid import grid_plans
+    except ImportError:
+        pass
+    else:
+        assert res.objective <= min(c.objective for c in grid_plans(inst)) * (1 + 1e-12)
     info = res.info()
     assert info["generations"] == CAPS["max_generations"]
     assert info["improvement_over_pipeline"] == pytest.approx((pipe - res.objective) / pipe)
