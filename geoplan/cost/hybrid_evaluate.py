@@ -200,11 +200,11 @@ class HybridEvaluator:
                     reps.append(ReplicaCost(tuple(ids[int(x)] for x in g), smp, float(cm),
                                             float(tpm), float(mem), cap))
                 if ok:
-                    fwd = (hk.stage_boundary_ms(q, True, a.rep0, a.samples, a.g0, a.gpus,
-                                                c.act_bytes, c.lat_ms, c.bw_gbps)
+                    fwd = (hk.stage_boundary_ms(q, a.rep0, a.samples, a.g0, a.gpus,
+                                                c.act_bytes, c.lat_ms, c.bw_gbps)[0]
                            if q + 1 < a.q else 0.0)
-                    bwd = (hk.stage_boundary_ms(q - 1, False, a.rep0, a.samples, a.g0, a.gpus,
-                                                c.act_bytes, c.lat_ms, c.bw_gbps)
+                    bwd = (hk.stage_boundary_ms(q - 1, a.rep0, a.samples, a.g0, a.gpus,
+                                                c.act_bytes, c.lat_ms, c.bw_gbps)[1]
                            if q > 0 else 0.0)
                     sync = hk.grad_sync_ms(s.layers, t, r0, d, last, a.g0, a.gpus, c.w_bytes,
                                            c.lm_bytes, c.lat_ms, c.bw_gbps)

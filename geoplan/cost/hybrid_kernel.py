@@ -109,33 +109,35 @@ def send_ms(k, src, dst, act_bytes, lat_ms, bw_gbps):
     return lat_ms[src, dst] + 8.0 * k * act_bytes / (bw_gbps[src, dst] * 1e6)
 
 
-def stage_boundary_ms(q, forward, rep0, samples, g0, gpus, act_bytes, lat_ms, bw_gbps):
-    """The boundary q -> q+1: max over lead pairs sharing k > 0 samples of their message.
+def stage_boundary_ms(q, rep0, samples, g0, gpus, act_bytes, lat_ms, bw_gbps):
+    """The boundary q -> q+1: (tau^fwd_q, tau^bwd_{q+1}), the max over lead pairs sharing
+    k > 0 samples of their message, forward from the leads of stage q to those of q + 1
+    and back along the reverse links with the same k.
 
-    Samples are numbered in replica order in both stages; ``forward`` sends
-    from the leads of stage q to those of q + 1 (tau^fwd_q), else back along
-    the reverse links with the same k (tau^bwd_{q+1}).
+    Samples are numbered in replica order in both stages. Both directions in one pass:
+    the pairs are the same.
     """
-    worst = 0.0
+    fwd = 0.0
+    bwd = 0.0
     a_lo = 0
     for ra in range(rep0[q], rep0[q + 1]):
         a_hi = a_lo + samples[ra]
+        x = gpus[g0[ra]]
         b_lo = 0
         for rb in range(rep0[q + 1], rep0[q + 2]):
             b_hi = b_lo + samples[rb]
             k = min(a_hi, b_hi) - max(a_lo, b_lo)
             if k > 0:
-                x = gpus[g0[ra]]
                 y = gpus[g0[rb]]
-                if forward:
-                    m = send_ms(k, x, y, act_bytes, lat_ms, bw_gbps)
-                else:
-                    m = send_ms(k, y, x, act_bytes, lat_ms, bw_gbps)
-                if m > worst:
-                    worst = m
+                m = send_ms(k, x, y, act_bytes, lat_ms, bw_gbps)
+                if m > fwd:
+                    fwd = m
+                m = send_ms(k, y, x, act_bytes, lat_ms, bw_gbps)
+                if m > bwd:
+                    bwd = m
             b_lo = b_hi
         a_lo = a_hi
-    return worst
+    return fwd, bwd
 
 
 def grad_sync_ms(n, t, r0, d, last, g0, gpus, w_bytes, lm_bytes, lat_ms, bw_gbps):
@@ -221,6 +223,7 @@ def price_hybrid(q_count, layers, tp, rec, rep0, samples, g0, gpus, u, z,
     idle = 0.0
     dyn_ms_w = 0.0
     total_layers = 0
+    bwd_next = 0.0
     for q in range(q_count):
         n = layers[q]
         t = tp[q]
@@ -259,13 +262,11 @@ def price_hybrid(q_count, layers, tp, rec, rep0, samples, g0, gpus, u, z,
         if share != u:
             status = INVALID
         fwd = 0.0
-        bwd = 0.0
+        bwd = bwd_next  # computed with the previous boundary
+        bwd_next = 0.0
         if q + 1 < q_count:
-            fwd = stage_boundary_ms(q, True, rep0, samples, g0, gpus, act_bytes, lat_ms,
-                                    bw_gbps)
-        if q > 0:
-            bwd = stage_boundary_ms(q - 1, False, rep0, samples, g0, gpus, act_bytes, lat_ms,
-                                    bw_gbps)
+            fwd, bwd_next = stage_boundary_ms(q, rep0, samples, g0, gpus, act_bytes, lat_ms,
+                                              bw_gbps)
         tau = comp + fwd + bwd + overhead_ms
         sum_tau += tau
         if tau > max_tau:

@@ -433,10 +433,8 @@ def _prepare(instance: Instance, stages: Sequence[StageGroups], u: int, zero: in
         for j, sa in enumerate(shares[q]):
             for jn, sb in enumerate(shares[q + 1]):
                 smp = np.array(sa + sb, dtype=np.int64)
-                fwd[q, j, jn] = hk.stage_boundary_ms(0, True, rep0, smp, g0, gpus,
-                                                     c.act_bytes, c.lat_ms, c.bw_gbps)
-                bwd[q, j, jn] = hk.stage_boundary_ms(0, False, rep0, smp, g0, gpus,
-                                                     c.act_bytes, c.lat_ms, c.bw_gbps)
+                fwd[q, j, jn], bwd[q, j, jn] = hk.stage_boundary_ms(
+                    0, rep0, smp, g0, gpus, c.act_bytes, c.lat_ms, c.bw_gbps)
     sync = np.zeros((q_count, n_layers + 1))
     for q, st in enumerate(stages):
         gpus, g0 = _stage_arrays(st)
