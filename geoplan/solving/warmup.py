@@ -79,6 +79,11 @@ def warm_up(solver: str) -> float:
             return 0.0
 
         t0 = time.perf_counter()
+        if get_solver(solver).space == "hybrid":
+            # The batch loop's parallel forms, which a one-thread tiny solve never compiles.
+            from geoplan.cost.hybrid_batch import warm_up as _hybrid_batch
+
+            _hybrid_batch()
         # Any error here recurs in the real solve that follows, which reports it.
         with contextlib.suppress(Exception):
             solve(tiny_instance(), solver, seed=0, time_limit=600.0, threads=1, warm_up=False,
