@@ -273,7 +273,7 @@ def hybrid_facts(results: str | Path = HYBRID) -> list[dict[str, Any]]:
                     or f"bench/experiments/{name}.toml", "profile": profile,
                     "results": _rel(path), "report": _rel(report) if report.exists() else None,
                     "instances": len({r["instance"] for r in er}),
-                    "budgets": sorted({float(r["budget_s"]) for r in er}),
+                    "budgets": [f"{b:g}" for b in sorted({float(r["budget_s"]) for r in er})],
                     "summary": summary})
     return out
 
@@ -285,7 +285,7 @@ def hybrid_lines(items: Sequence[Mapping[str, Any]]) -> list[str]:
         where = f"[{it['report']}]({it['report']})" if it.get("report") else \
             f"`{it['results']}`"
         prof = "" if it["profile"] == "full" else f", profile {it['profile']}"
-        budgets = ", ".join(f"{b:g}" for b in it["budgets"])
+        budgets = ", ".join(it["budgets"])
         out += ["", f"**{it['title']}** (`{it['source']}`{prof}, {it['instances']} instances, "
                 f"{budgets} s per run; stored in {where} with a figure of each plan's stage "
                 "groups):", "", *it["summary"]]
