@@ -207,6 +207,8 @@ class Pool:
             for k, members in enumerate(cl.nodes):
                 node[list(members)] = cl.index * 100_000 + k
         self._node = node
+        self._cells: dict[tuple[int, int], Cell | None] = {}
+        self._bounds: dict[tuple[int, int], tuple[float, float, float]] = {}
         self._check_links()
 
     # ------------------------------------------------------------------ checks
@@ -409,7 +411,13 @@ class Pool:
         return t_iter, e_iter, w.value(t_iter, e_iter)
 
     def cell(self, u: int, q_count: int) -> Cell | None:
-        """The data of the cell (u, q_count); None when no plan of it can exist."""
+        """The data of the cell (u, q_count); None when no plan of it can exist (cached)."""
+        key = (u, q_count)
+        if key not in self._cells:
+            self._cells[key] = self._cell(u, q_count)
+        return self._cells[key]
+
+    def _cell(self, u: int, q_count: int) -> Cell | None:
         if q_count > self.q_max:
             return None
         configs = self.configs(u)
@@ -447,6 +455,13 @@ class Pool:
         return self.cell_bounds(u, q_count)[0]
 
     def cell_bounds(self, u: int, q_count: int) -> tuple[float, float, float]:
+        """(objective, tmax, sum tau) lower bounds of every plan of the cell (cached)."""
+        key = (u, q_count)
+        if key not in self._bounds:
+            self._bounds[key] = self._cell_bounds(u, q_count)
+        return self._bounds[key]
+
+    def _cell_bounds(self, u: int, q_count: int) -> tuple[float, float, float]:
         """(objective, tmax, sum tau) lower bounds of every plan of the cell (u, ``q_count``).
 
         Stage q holds at most (tmax - o - send) / comp1_q layers, so tmax >= L / R + o +
