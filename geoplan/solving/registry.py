@@ -231,10 +231,12 @@ def solver_for_space(name: str, space: str) -> Solver:
     space, else its ``hybrid-NAME`` variant; InputError (listing the choices) otherwise."""
     if space not in SPACES:
         raise InputError("space", space, f"expected one of {list(SPACES)}")
+    variant = _REGISTRY.get(f"hybrid-{name}") if space == "hybrid" else None
+    if variant is not None and name not in _REGISTRY:
+        return variant  # e.g. grid: only its hybrid variant exists
     solver = get_solver(name)
     if space == "pipeline" or solver.space == "hybrid":
         return solver
-    variant = _REGISTRY.get(f"hybrid-{name}")
     if variant is not None:
         return variant
     hybrid = [n for n in solver_names() if _REGISTRY[n].space == "hybrid"]

@@ -217,3 +217,9 @@ def test_solve_hybrid_space_names_the_solvers_that_search_it(
     rc, _, err = _run(capsys, "solve", str(ipath), "--solver", "bruteforce", "--space",
                       "hybrid", "--seed", "0")
     assert rc == 2 and "no hybrid-space variant" in err
+    from geoplan.solving.registry import solver_for_space
+
+    assert solver_for_space("grid", "hybrid").name == "hybrid-grid"  # only a hybrid variant
+    assert solver_for_space("memetic", "hybrid").name == "hybrid-memetic"
+    assert solver_for_space("memetic", "pipeline").name == "memetic"
+    assert solver_for_space("hybrid-milp", "pipeline").name == "hybrid-milp"
