@@ -63,6 +63,10 @@ class HybridMemeticParams(SolverParams):
     pipeline_share: float = param(
         0.3, "share of the budget for the pipeline-space memetic seed (0: no such seed)",
         at_least=0.0, below=1.0)
+    pipeline_solver: Literal["auto", "memetic", "portfolio"] = param(
+        "auto", "the pipeline-space seed's solver: memetic, portfolio (memetic, then the "
+        "exact MILP from its plan: the pipeline optimum where it is provable in the share) "
+        "or auto (portfolio up to 32 GPUs, else memetic)")
     pipeline_generations: int | None = param(
         None, "cap on the pipeline seed's generations (none: its budget share decides)",
         at_least=0)
@@ -327,14 +331,20 @@ def _pipeline_seed(instance: Instance, seed: int, params: HybridMemeticParams,
     ``pipeline_generations``); its plan as a hybrid plan, a summary, its trace and when
     it started (``perf_counter``)."""
     t0 = time.perf_counter()
+    name = params.pipeline_solver
+    if name == "auto":
+        # Small pools: the exact MILP usually proves the pipeline optimum within the share
+        # (and ends early), so the hybrid result is never worse than that optimum.
+        name = "portfolio" if instance.n <= 32 else "memetic"
     ps: dict[str, Any] = {}
     if params.pipeline_generations is not None:
-        ps["max_generations"] = params.pipeline_generations
-    r = run_solver(instance, "memetic", seed=seed, time_limit=max(budget, 1e-3), threads=1,
+        key = "max_generations" if name == "memetic" else "memetic.max_generations"
+        ps[key] = params.pipeline_generations
+    r = run_solver(instance, name, seed=seed, time_limit=max(budget, 1e-3), threads=1,
                    params=ps, warm_up=False,
                    stop=None if options is None else options.stop)
-    info = {"status": r.status, "objective": r.objective, "wall_s": round(r.wall_s, 6),
-            "generations": r.info.get("generations")}
+    info = {"solver": name, "status": r.status, "objective": r.objective,
+            "wall_s": round(r.wall_s, 6), "generations": r.info.get("generations")}
     plan = None if r.plan is None else HybridPlan.from_pipeline(r.plan)  # type: ignore[arg-type]
     return plan, info, list(r.trace), t0
 
