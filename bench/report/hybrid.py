@@ -102,6 +102,20 @@ def hybrid_summary(df: pd.DataFrame, order: Sequence[str], pipeline: str, hybrid
         g = sorted(x for _, x in vs_base)
         out.append(f"- Against the {baseline}, {hybrid}'s objective is {g[0]:.1f}-{g[-1]:.1f} % "
                    "lower" + (" (negative: the grid is better)." if g[0] < 0 else "."))
+    beaten = []
+    for name in order:
+        h = _best(df, name, hybrid)
+        ok = df[(df["instance"] == name) & df["ok"]]
+        if h is None or ok.empty:
+            continue
+        top = ok.loc[ok["objective"].astype(float).idxmin()]
+        if top["objective"] < h["objective"] * (1 - 1e-9):
+            beaten.append(f"{name} ({top['label']}, "
+                          f"{100 * (h['objective'] - top['objective']) / h['objective']:.1f} % "
+                          "lower)")
+    if beaten:
+        out.append(f"- Another solver's plan is better than {hybrid}'s on: "
+                   + "; ".join(beaten) + ".")
     return out
 
 

@@ -39,3 +39,12 @@ def test_the_report_renders_the_hybrid_section(tmp_path: Path) -> None:
     assert "section hybrid" not in report  # the renderer did not fail over to generic
     assert "| i1 | hybrid MA | feasible | 150.0 | 300.0 | 150 | 4 | 1 | 2 | 2 | 1 | 2 |" in report
     assert "| i1 | pipeline MA | feasible | 200.0 | 400.0 | 200 | 2 | 2 | 1 | 1 | — | — |" in report
+
+
+def test_summary_names_instances_where_another_solver_beats_the_hybrid_one() -> None:
+    rows = [r for r in _rows() if not (r["instance"] == "i1" and r["label"] == "grid")]
+    better = {**_rows()[1], "objective": 120.0, "t_iter_ms": 120.0}
+    df = hybrid_frame([*rows, better])
+    lines = hybrid_summary(df, ["i1", "i2"], "pipeline MA", "hybrid MA", "grid")
+    assert lines[-1] == ("- Another solver's plan is better than hybrid MA's on: i1 (grid, "
+                         "20.0 % lower).")
