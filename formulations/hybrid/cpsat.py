@@ -130,6 +130,7 @@ def solve_cell(pool: Pool, u: int, q_count: int, cutoff: float | None, seconds: 
             sum(max(caps[q, k] for k in by_slot[q]) for q in by_slot) < L:
         return none
     blocks, fwd, bwd, linked = cell.blocks, cell.fwd, cell.bwd, cell.linked
+    link_set = set(linked)
     w = ObjectiveWeights.from_instance(inst)
     m = inst.training.batch_size // u
     o = pool.hc.overhead_ms
@@ -174,9 +175,9 @@ def solve_cell(pool: Pool, u: int, q_count: int, cutoff: float | None, seconds: 
     p = {(q, a, b): md.new_bool_var(f"p{q}{a}{b}") for q in range(1, q_count) for (a, b) in linked}
     for q in range(1, q_count):
         for a in blocks:
-            md.add(sum(p[q, a, b] for b in blocks if (a, b) in linked) == X(q + 1, a))
+            md.add(sum(p[q, a, b] for b in blocks if (a, b) in link_set) == X(q + 1, a))
         for b in blocks:
-            md.add(sum(p[q, a, b] for a in blocks if (a, b) in linked) == X(q, b))
+            md.add(sum(p[q, a, b] for a in blocks if (a, b) in link_set) == X(q, b))
     cross = [(a, b) for (a, b) in linked if cell.site[a[0]] != cell.site[b[0]]]
     if cell.crossings:  # valid: see Pool.cell
         md.add(sum(p[q, a, b] for q in range(1, q_count) for (a, b) in cross)

@@ -8,6 +8,7 @@ Q = sum y and "last" is fixed to slot 1. docs/hybrid-exact.md writes the model o
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -65,7 +66,12 @@ def _t_upper(pool: Pool, u: int, q_count: int, configs: list[Config],
     return (sum(taus) + (m - 1) * max(taus) + sync) * (1 + 1e-6) + 1.0
 
 
-def build(pool: Pool, u: int, q_count: int, cutoff: float | None = None) -> UModel | None:
+class OutOfTime(Exception):
+    """Building the model would pass the deadline (Pyomo builds cannot be interrupted)."""
+
+
+def build(pool: Pool, u: int, q_count: int, cutoff: float | None = None,
+          deadline: float | None = None) -> UModel | None:
     """The model of the plans with ``q_count`` stages at micro-batch size u (None: none fits).
 
     ``cutoff``: only plans whose objective is at most this matter. Then objective >=
@@ -99,6 +105,7 @@ def build(pool: Pool, u: int, q_count: int, cutoff: float | None = None) -> UMod
     if sum(max(caps[q, k] for k in by_slot[q]) for q in by_slot) < L:
         return None
     blocks, fwd, bwd, linked = cell.blocks, cell.fwd, cell.bwd, cell.linked
+    link_set = set(linked)
     sends = max((fwd[p] + bwd[p] for p in linked), default=0.0)
 
     md = pyo.ConcreteModel()
@@ -130,10 +137,12 @@ def build(pool: Pool, u: int, q_count: int, cutoff: float | None = None) -> UMod
     # Boundary q: slot q+1 (earlier, block a) -> slot q (later, block b); p is the product
     # of the two block choices (a transportation polytope: integral at integral x).
     for q in range(1, q_count):
+        if deadline is not None and time.perf_counter() > deadline:
+            raise OutOfTime
         for a in blocks:
-            add(sum(md.p[q, a, b] for b in blocks if (a, b) in linked) == X(q + 1, a))
+            add(sum(md.p[q, a, b] for b in blocks if (a, b) in link_set) == X(q + 1, a))
         for b in blocks:
-            add(sum(md.p[q, a, b] for a in blocks if (a, b) in linked) == X(q, b))
+            add(sum(md.p[q, a, b] for a in blocks if (a, b) in link_set) == X(q, b))
     cross = [(a, b) for (a, b) in linked if cell.site[a[0]] != cell.site[b[0]]]
     if cell.crossings:  # valid: see Pool.cell
         add(sum(md.p[q, a, b] for q in range(1, q_count) for (a, b) in cross)
@@ -214,7 +223,16 @@ def _start(session: HighsSession, um: UModel, choice: Choice) -> bool:
 def solve_cell(pool: Pool, u: int, q: int, cutoff: float | None, seconds: float,
                start: Choice | None, options: SolveOptions, params: HybridMilpParams) -> USolve:
     """Solve the cell (u, q) with HiGHS; ``cutoff``: only plans below it are of interest."""
-    um = build(pool, u, q, cutoff)
+    t0 = time.perf_counter()
+    try:
+        um = build(pool, u, q, cutoff, deadline=t0 + seconds)
+    except OutOfTime:
+        return USolve(u, q, "stopped", None, None, 0.0, 0.0,
+                      {"reason": "the model did not build within the cell's time"})
+    # The translation to HiGHS cannot be interrupted either: about as long as the build.
+    if um is not None and time.perf_counter() - t0 > seconds / 2:
+        return USolve(u, q, "stopped", None, None, 0.0, 0.0,
+                      {"reason": "no time left to translate the model to HiGHS"})
     if um is None:
         if cutoff is not None:  # nothing of the cell beats the cutoff (if it has a plan)
             return USolve(u, q, "cutoff", None, None, cutoff, 0.0,
