@@ -61,7 +61,7 @@ def test_a_stored_proofs_run_gives_its_table_and_summary(tmp_path: Path) -> None
 
 
 def test_the_section_appends_the_proofs_tables_to_the_stored_one(tmp_path: Path) -> None:
-    f = readme.facts(proofs=_store(tmp_path))
+    f = {**readme.facts(proofs=_store(tmp_path)), "hybrid": []}  # the hybrid part comes after
     section = readme.results_section(f=f)
     without = readme.results_section(f={**f, "proofs": []})
     assert section.startswith(without + "\n\n**Proofs at scale")
