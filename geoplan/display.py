@@ -73,18 +73,20 @@ def format_evaluation(ev: Evaluation) -> str:
          "memory GB"],
         rows,
     )
-    lines = [
-        table,
-        "(* bottleneck stage)",
-        f"T_iter    {ev.t_iter_ms:.3f} ms",
+    return "\n".join([table, "(* bottleneck stage)", f"T_iter    {ev.t_iter_ms:.3f} ms",
+                      *_totals(ev)])
+
+
+def _totals(ev: Evaluation | HybridEvaluation) -> list[str]:
+    """E_iter, the objective with its normalisers, feasibility and the violations."""
+    return [
         f"E_iter    {ev.e_iter_j:.3f} J",
         f"objective {ev.objective:.6g} {objective_units(ev.lam)} (lambda {ev.lam:g}"
         + (f", T_ref {ev.t_ref_ms:.6g} ms, E_ref {ev.e_ref_j:.6g} J)"
            if ev.t_ref_ms is not None and ev.e_ref_j is not None else ")"),
         "feasible  " + ("yes" if ev.feasible else "NO"),
+        *(f"  - {v.message}" for v in ev.violations),
     ]
-    lines += [f"  - {v.message}" for v in ev.violations]
-    return "\n".join(lines)
 
 
 def format_hybrid_plan(plan: HybridPlan) -> str:
@@ -132,18 +134,12 @@ def format_hybrid_evaluation(ev: HybridEvaluation) -> str:
         first += s.layers
     table = _table(["stage", "layers", "tp", "replica GPUs", "samples", "compute ms", "TP ms",
                     "fwd ms", "bwd ms", "tau ms", "sync ms", "memory GB"], rows)
-    lines = [
+    return "\n".join([
         table,
         f"(* bottleneck stage; micro-batch {ev.micro_batch_size}, zero {ev.zero})",
         f"T_iter    {ev.t_iter_ms:.3f} ms (gradient sync {ev.grad_sync_ms:.3f} ms)",
-        f"E_iter    {ev.e_iter_j:.3f} J",
-        f"objective {ev.objective:.6g} {objective_units(ev.lam)} (lambda {ev.lam:g}"
-        + (f", T_ref {ev.t_ref_ms:.6g} ms, E_ref {ev.e_ref_j:.6g} J)"
-           if ev.t_ref_ms is not None and ev.e_ref_j is not None else ")"),
-        "feasible  " + ("yes" if ev.feasible else "NO"),
-    ]
-    lines += [f"  - {v.message}" for v in ev.violations]
-    return "\n".join(lines)
+        *_totals(ev),
+    ])
 
 
 class ProgressPrinter(Callbacks):

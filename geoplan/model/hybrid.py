@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from geoplan.errors import InputError
-from geoplan.model.plan import Plan, Stage
+from geoplan.model.plan import Plan, Stage, micro_batch_of, read_plan_data
 
 if TYPE_CHECKING:
     from geoplan.model.instance import Instance
@@ -104,9 +104,7 @@ class HybridPlan:
         if not isinstance(raw, list) or not raw:
             raise InputError("plan.stages", raw, "expected a non-empty list of stages")
         stages = tuple(_stage(s, f"plan.stages[{k}]") for k, s in enumerate(raw))
-        u = data.get("micro_batch_size")
-        if u is not None and (isinstance(u, bool) or not isinstance(u, int) or u <= 0):
-            raise InputError("plan.micro_batch_size", u, "expected a positive integer")
+        u = micro_batch_of(data)
         z = data.get("zero")
         if z is not None:
             z = _int(z, "plan.zero")
@@ -249,12 +247,7 @@ def as_hybrid(plan: Plan | HybridPlan) -> HybridPlan:
 
 def load_any_plan(path: str | Path) -> Plan | HybridPlan:
     """Load a plan file of either space (a solve-result JSON with ``plan`` is accepted)."""
-    from geoplan.model.instance import read_json
-
-    data = read_json(path, "plan")
-    if isinstance(data, Mapping) and "stages" not in data and isinstance(data.get("plan"), Mapping):
-        data = data["plan"]
-    return any_plan_from_dict(data)
+    return any_plan_from_dict(read_plan_data(path))
 
 
 def gpu_index_array(instance: Instance, plan: HybridPlan) -> Sequence[int]:

@@ -82,10 +82,7 @@ class Plan:
             if isinstance(n, bool) or not isinstance(n, int):
                 raise InputError(f"plan.stages[{k}].layers", n, "expected an integer")
             stages.append(Stage(gpu, n))
-        u = data.get("micro_batch_size")
-        if u is not None and (isinstance(u, bool) or not isinstance(u, int) or u <= 0):
-            raise InputError("plan.micro_batch_size", u, "expected a positive integer")
-        return cls(tuple(stages), u)
+        return cls(tuple(stages), micro_batch_of(data))
 
     @classmethod
     def from_chromosome(
@@ -153,11 +150,24 @@ class Plan:
         return " | ".join(f"{s.gpu}:{s.layers}" for s in self.stages)
 
 
-def load_plan(path: str | Path) -> Plan:
-    """Load a plan JSON file (a solve-result JSON with a ``plan`` key is accepted too)."""
+def micro_batch_of(data: Mapping[str, Any]) -> int | None:
+    """The plan's optional ``micro_batch_size`` (a positive integer, or None)."""
+    u = data.get("micro_batch_size")
+    if u is not None and (isinstance(u, bool) or not isinstance(u, int) or u <= 0):
+        raise InputError("plan.micro_batch_size", u, "expected a positive integer")
+    return u
+
+
+def read_plan_data(path: str | Path) -> Any:
+    """A plan file's JSON (a solve-result JSON with a ``plan`` key gives that plan)."""
     from geoplan.model.instance import read_json
 
     data = read_json(path, "plan")
     if isinstance(data, Mapping) and "stages" not in data and isinstance(data.get("plan"), Mapping):
         data = data["plan"]
-    return Plan.from_dict(data)
+    return data
+
+
+def load_plan(path: str | Path) -> Plan:
+    """Load a plan JSON file (a solve-result JSON with a ``plan`` key is accepted too)."""
+    return Plan.from_dict(read_plan_data(path))
