@@ -57,8 +57,44 @@ SolveCell = Callable[[Pool, int, int, float | None, float, Choice | None, SolveO
 
 
 def run_restricted(instance: Instance, options: SolveOptions, solve_cell: SolveCell, name: str,
-                   tolerance: Callable[[USolve], float]) -> Outcome:
-    """Solve every cell (u, Q), cheapest quick bound first, and build the Outcome."""
+                   tolerance: Callable[[USolve], float], pipeline_share: float = 0.0
+                   ) -> Outcome:
+    """Solve every cell (u, Q), cheapest quick bound first, and build the Outcome.
+
+    ``pipeline_share`` > 0: a pipeline-space plan is searched first for that share of the
+    budget (:func:`heuristics.hybrid.memetic.pipeline_plan`) and returned when it beats
+    the restricted space's best, so that a ``--space hybrid`` result is never worse than
+    the pipeline space's plan (the restricted space need not contain it)."""
+    pipe = None
+    if pipeline_share > 0:
+        from heuristics.hybrid.memetic import pipeline_plan
+
+        plan, pinfo, _, _ = pipeline_plan(instance, options.seed,
+                                          pipeline_share * options.remaining(),
+                                          stop=options.stop)
+        pipe = (plan, pinfo)
+    out = _run_restricted(instance, options, solve_cell, name, tolerance)
+    if pipe is None:
+        return out
+    plan, pinfo = pipe
+    out.info["pipeline_seed"] = pinfo
+    value = pinfo.get("objective")
+    if plan is None or value is None:
+        return out
+    mine = out.info.get("restricted", {}).get("objective")
+    if mine is not None and mine <= value * (1 + 1e-12):
+        return out
+    # The pipeline plan is better (or the restricted space gave none): return it, priced by
+    # the evaluator (no model value), the restricted result kept in info.
+    out.trace.append(TraceRow(options.elapsed(), value, None))
+    note = (f"the pipeline-space plan ({pinfo['solver']}, {value:.6g}) beats the restricted "
+            f"space's best ({'none' if mine is None else f'{mine:.6g}'}) and is returned")
+    return Outcome(plan, "feasible", lower_bound=None, trace=out.trace, info=out.info,
+                   message=f"{name}: {note}; {out.message}" if out.message else note)
+
+
+def _run_restricted(instance: Instance, options: SolveOptions, solve_cell: SolveCell,
+                    name: str, tolerance: Callable[[USolve], float]) -> Outcome:
     try:
         pool = class_pool(instance)
     except NotClassStructured as exc:

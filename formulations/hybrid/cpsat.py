@@ -41,6 +41,11 @@ class HybridCpsatParams(SolverParams):
 
     LABEL: ClassVar[str] = "hybrid-cpsat"
 
+    pipeline_share: float = param(
+        0.15, "budget share of a pipeline-space search first, whose plan is returned when "
+        "it beats the restricted space's (0: the restricted space only)",
+        at_least=0.0, below=1.0)
+
     conflict_limit: int | None = param(None, "CP-SAT conflict limit per cell (tests: a status "
                                        "independent of the clock)", at_least=0)
     log: bool = param(False, "CP-SAT search log on stdout")
@@ -280,7 +285,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         return solve_cell(pool, u, q, cutoff, seconds, start, opts, params)
 
     return run_restricted(instance, options, one, "hybrid-cpsat",
-                          lambda r: float(r.info["scale"]["tolerance"]))
+                          lambda r: float(r.info["scale"]["tolerance"]), params.pipeline_share)
 
 
 SPEC = SolverSpec("hybrid-cpsat", solve, "exact",

@@ -36,6 +36,11 @@ class HybridMilpParams(SolverParams):
 
     LABEL: ClassVar[str] = "hybrid-milp"
 
+    pipeline_share: float = param(
+        0.15, "budget share of a pipeline-space search first, whose plan is returned when "
+        "it beats the restricted space's (0: the restricted space only)",
+        at_least=0.0, below=1.0)
+
     node_limit: int | None = param(None, "HiGHS branch-and-bound node limit per micro-batch "
                                    "size (tests: a status independent of the clock)", at_least=0)
     highs_log: bool = param(False, "HiGHS log on the console")
@@ -289,7 +294,8 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
             start: Choice | None, opts: SolveOptions) -> USolve:
         return solve_cell(pool, u, q, cutoff, seconds, start, opts, params)
 
-    return run_restricted(instance, options, one, "hybrid-milp", lambda _r: MODEL_TOLERANCE)
+    return run_restricted(instance, options, one, "hybrid-milp", lambda _r: MODEL_TOLERANCE,
+                          params.pipeline_share)
 
 
 SPEC = SolverSpec("hybrid-milp", solve, "exact",

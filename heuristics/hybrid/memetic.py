@@ -327,22 +327,30 @@ class _Search:
 def _pipeline_seed(instance: Instance, seed: int, params: HybridMemeticParams,
                    budget: float, options: SolveOptions | None
                    ) -> tuple[HybridPlan | None, dict[str, Any], list[TraceRow], float]:
-    """Run the pipeline-space ``memetic`` for ``budget`` seconds (and at most
-    ``pipeline_generations``); its plan as a hybrid plan, a summary, its trace and when
-    it started (``perf_counter``)."""
+    """The pipeline-space seed of this run (:func:`pipeline_plan` with the run's params)."""
+    return pipeline_plan(instance, seed, budget, params.pipeline_solver,
+                         params.pipeline_generations,
+                         None if options is None else options.stop)
+
+
+def pipeline_plan(instance: Instance, seed: int, budget: float, solver: str = "auto",
+                  generations: int | None = None, stop: Any = None
+                  ) -> tuple[HybridPlan | None, dict[str, Any], list[TraceRow], float]:
+    """The best pipeline-space plan ``solver`` finds in ``budget`` seconds (and at most
+    ``generations`` memetic generations), as a hybrid plan; a summary, its trace and when
+    it started (``perf_counter``). ``auto``: the portfolio (memetic, then the MILP from its
+    plan, which on small pools proves the pipeline optimum and ends early) up to 32 GPUs,
+    else the memetic algorithm."""
     t0 = time.perf_counter()
-    name = params.pipeline_solver
+    name = solver
     if name == "auto":
-        # Small pools: the exact MILP usually proves the pipeline optimum within the share
-        # (and ends early), so the hybrid result is never worse than that optimum.
         name = "portfolio" if instance.n <= 32 else "memetic"
     ps: dict[str, Any] = {}
-    if params.pipeline_generations is not None:
+    if generations is not None:
         key = "max_generations" if name == "memetic" else "memetic.max_generations"
-        ps[key] = params.pipeline_generations
+        ps[key] = generations
     r = run_solver(instance, name, seed=seed, time_limit=max(budget, 1e-3), threads=1,
-                   params=ps, warm_up=False,
-                   stop=None if options is None else options.stop)
+                   params=ps, warm_up=False, stop=stop)
     info = {"solver": name, "status": r.status, "objective": r.objective,
             "wall_s": round(r.wall_s, 6), "generations": r.info.get("generations")}
     plan = None if r.plan is None else HybridPlan.from_pipeline(r.plan)  # type: ignore[arg-type]

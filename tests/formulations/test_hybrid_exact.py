@@ -26,9 +26,13 @@ from formulations.hybrid.classes import Choice, Config, StageChoice, choice_of_p
 from geoplan.cost.hybrid_evaluate import HybridEvaluator
 from geoplan.cost.normalise import resolve_normalisers
 from geoplan.model.generators import by_family
-from geoplan.model.hybrid import HybridPlan, HybridStage, Replica
+from geoplan.model.hybrid import HybridPlan, HybridStage, Replica, as_hybrid
+from geoplan.model.hybrid_validation import validate_hybrid
 from geoplan.model.instance import Instance
 from geoplan.solving.core import solve
+
+#: Parameters that keep a run inside the restricted space (no pipeline-space plan first).
+RESTRICTED_ONLY = {"pipeline_share": 0}
 
 # (site, type, nodes, gpus per node, peak TFLOPS, memory GB, idle W, active W)
 POOL = [("a", "X", 2, 2, 100.0, 1.6, 30.0, 200.0), ("b", "Y", 1, 2, 150.0, 1.2, 40.0, 300.0)]
@@ -149,7 +153,8 @@ def test_models_agree_with_brute_force(pool: list[tuple[Any, ...]], lam: float,
     inst, classes = _instance(pool, lam=lam, overhead=overhead)
     best, best_plan = _brute_force(inst, classes)
     for name in ("hybrid-milp", "hybrid-cpsat"):
-        r = solve(inst, name, seed=3, time_limit=600.0, threads=1, warm_up=False)
+        r = solve(inst, name, seed=3, time_limit=600.0, threads=1, warm_up=False,
+                  params=RESTRICTED_ONLY)
         rs = r.info["restricted"]
         assert r.status == "feasible" and r.lower_bound is None, name
         assert rs["optimal_in_restricted_space"] is True, name
@@ -243,12 +248,12 @@ def test_warm_starts_inside_and_outside_the_space() -> None:
     x0, x1 = classes[0]
     outside = HybridPlan((HybridStage(inst.layers, 2, (Replica((x0[0], x1[0]), 1),)),), 1, 1)
     r = solve(inst, "hybrid-milp", seed=0, time_limit=600.0, threads=1, warm_up=False,
-              warm_start=[plan, outside])
+              warm_start=[plan, outside], params=RESTRICTED_ONLY)
     assert r.objective == pytest.approx(best, rel=1e-9)
     assert r.info["warm_start_accepted"] is True
     assert any("spans nodes" in n for n in r.info["warm_start_notes"])
     r2 = solve(inst, "hybrid-cpsat", seed=0, time_limit=600.0, threads=1, warm_up=False,
-               warm_start=outside)
+               warm_start=outside, params=RESTRICTED_ONLY)
     assert r2.info["warm_start_accepted"] is False
     assert "outside the restricted space" in r2.info["warm_start_reason"]
 
@@ -262,8 +267,16 @@ def test_non_uniform_links_are_refused() -> None:
             link["bandwidth_gbps"] = 50.0
     bad = resolve_normalisers(Instance.from_dict(d))
     for name in ("hybrid-milp", "hybrid-cpsat"):
-        r = solve(bad, name, seed=0, time_limit=60.0, threads=1, warm_up=False)
+        r = solve(bad, name, seed=0, time_limit=60.0, threads=1, warm_up=False,
+                  params=RESTRICTED_ONLY)
         assert r.status == "no_solution" and r.plan is None
+        assert "not uniform" in r.info["restricted"]["refused"]
+        # By default a pipeline-space plan is searched too, and returned when the
+        # restricted space has none (or a worse one): never worse than the pipeline space.
+        r = solve(bad, name, seed=0, time_limit=600.0, threads=1, warm_up=False)
+        assert r.status == "feasible" and r.plan is not None
+        assert not validate_hybrid(bad, as_hybrid(r.plan))
+        assert r.objective == pytest.approx(r.info["pipeline_seed"]["objective"], rel=1e-12)
         assert "not uniform" in r.info["restricted"]["refused"]
 
 
