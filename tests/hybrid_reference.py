@@ -15,9 +15,11 @@ random generators of hybrid instances and plans (:func:`random_hybrid_instance`,
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 Json = dict[str, Any]
@@ -440,6 +442,19 @@ def validate_hybrid_ref(instance: Json, plan: Json) -> list[str]:
 
 
 # --------------------------------------------------------------------------- random cases
+
+
+#: The hand-worked cases (derivations in its README.md).
+HAND_DIR = Path(__file__).resolve().parent / "data" / "hybrid"
+HAND_CASES = sorted(p.name.removesuffix(".expected.json")
+                    for p in HAND_DIR.glob("*.expected.json"))
+
+
+def load_hand_case(name: str) -> tuple[Json, Json, Json]:
+    """(instance, plan, expected values) of hand-worked case ``name``."""
+    want = json.loads((HAND_DIR / f"{name}.expected.json").read_text())
+    return (json.loads((HAND_DIR / want["instance"]).read_text()),
+            json.loads((HAND_DIR / want["plan"]).read_text()), want)
 
 
 def _composition(rng: random.Random, total: int, parts: int) -> list[int]:

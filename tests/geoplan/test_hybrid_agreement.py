@@ -14,14 +14,12 @@ Skipped until geoplan.cost.hybrid_evaluate exists. Three parts:
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import random
-import sys
 from pathlib import Path
-from typing import Any
 
+import hybrid_reference as href
 import pytest
 
 pytest.importorskip("geoplan.cost.hybrid_evaluate")
@@ -31,30 +29,14 @@ from geoplan.cost.hybrid_evaluate import evaluate_hybrid
 from geoplan.model.hybrid import HybridPlan
 from geoplan.model.instance import Instance
 
-HYB = Path(__file__).resolve().parent.parent / "data" / "hybrid"
+HYB = href.HAND_DIR
 REL = 1e-9
 
 
-def _reference() -> Any:
-    """tests/hybrid_reference.py, loaded by file (importlib mode puts no tests dir on sys.path)."""
-    if "hybrid_reference" not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            "hybrid_reference", HYB.parent.parent / "hybrid_reference.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["hybrid_reference"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["hybrid_reference"]
+CASES = href.HAND_CASES
 
 
-href = _reference()
-CASES = sorted(p.name.removesuffix(".expected.json") for p in HYB.glob("*.expected.json"))
-
-
-def load_case(name: str) -> tuple[dict, dict, dict]:
-    want = json.loads((HYB / f"{name}.expected.json").read_text())
-    return (json.loads((HYB / want["instance"]).read_text()),
-            json.loads((HYB / want["plan"]).read_text()), want)
+load_case = href.load_hand_case
 
 
 def close(got: float | None, want: float) -> bool:

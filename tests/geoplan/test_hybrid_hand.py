@@ -7,40 +7,19 @@ hand from hybrid-model.md; here the reference must reproduce them to 1e-12 relat
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import math
-import sys
-from pathlib import Path
-from typing import Any
 
+import hybrid_reference as href
 import pytest
 
-HYB = Path(__file__).resolve().parent.parent / "data" / "hybrid"
+HYB = href.HAND_DIR
 REL = 1e-12
 
 
-def _reference() -> Any:
-    """tests/hybrid_reference.py, loaded by file (importlib mode puts no tests dir on sys.path)."""
-    if "hybrid_reference" not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            "hybrid_reference", HYB.parent.parent / "hybrid_reference.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["hybrid_reference"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["hybrid_reference"]
+CASES = href.HAND_CASES
 
 
-href = _reference()
-CASES = sorted(p.name.removesuffix(".expected.json") for p in HYB.glob("*.expected.json"))
-
-
-def load_case(name: str) -> tuple[dict, dict, dict]:
-    want = json.loads((HYB / f"{name}.expected.json").read_text())
-    inst = json.loads((HYB / want["instance"]).read_text())
-    plan = json.loads((HYB / want["plan"]).read_text())
-    return inst, plan, want
+load_case = href.load_hand_case
 
 
 def close(got: float, want: float) -> bool:

@@ -11,33 +11,18 @@ micro-batch. Its random generators keep their promises.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import math
 import random
-import sys
 from itertools import pairwise
-from pathlib import Path
 from typing import Any
 
+import hybrid_reference as href
 import pytest
 import reference_model as ref
 
 REL = 1e-12
 
 
-def _reference() -> Any:
-    """tests/hybrid_reference.py, loaded by file (importlib mode puts no tests dir on sys.path)."""
-    if "hybrid_reference" not in sys.modules:
-        path = Path(__file__).resolve().parent.parent / "hybrid_reference.py"
-        spec = importlib.util.spec_from_file_location("hybrid_reference", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["hybrid_reference"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["hybrid_reference"]
-
-
-href = _reference()
 
 
 def close(a: float, b: float, rel: float = REL) -> bool:
