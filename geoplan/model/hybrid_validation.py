@@ -39,22 +39,18 @@ def validate_hybrid(instance: Instance, plan: HybridPlan) -> list[Violation]:
     if z not in (0, 1, 2):
         out.append(Violation("zero", f"zero is {z}; expected 0, 1 or 2", amount=float(z)))
     seen: dict[str, int] = {}
-    structural = bool(z not in (0, 1, 2))
     for q, s in enumerate(plan.stages):
         where = f"stage {q + 1}"
         lead = s.replicas[0].gpus[0]
         if s.layers < 1:
             out.append(Violation("empty_stage", f"{where} ({lead}) has {s.layers} layers",
                                  q, lead))
-            structural = True
         if s.tp < 1 or s.tp & (s.tp - 1) or s.tp > max_tp:
             out.append(Violation("tp", f"{where} has tp {s.tp}; expected a power of two "
                                  f"in 1..{max_tp} (max_tp)", q, lead, float(s.tp)))
-            structural = structural or s.tp < 1
         if s.recompute not in RECOMPUTE:
             out.append(Violation("recompute", f"{where} has recompute {s.recompute!r}; "
                                  f"expected one of {list(RECOMPUTE)}", q, lead))
-            structural = True
         share = 0
         for r, rep in enumerate(s.replicas):
             rw = f"{where}, replica {r + 1}"
@@ -63,11 +59,9 @@ def validate_hybrid(instance: Instance, plan: HybridPlan) -> list[Violation]:
             if len(rep.gpus) != s.tp:
                 out.append(Violation("replica_size", f"{rw} has {len(rep.gpus)} GPUs; tp is "
                                      f"{s.tp}", q, rep.lead, float(len(rep.gpus))))
-                structural = True
             if n_samples < 1:
                 out.append(Violation("samples", f"{rw} has {n_samples} samples; at least 1",
                                      q, rep.lead, float(n_samples)))
-                structural = True
             sites = {gpu_site[instance.gpu_index[g]] or f"(own site of {g})" for g in rep.gpus}
             if len(sites) > 1:
                 out.append(Violation("tp_site", f"{rw}: its TP group spans sites "
@@ -81,8 +75,8 @@ def validate_hybrid(instance: Instance, plan: HybridPlan) -> list[Violation]:
         if share != u:
             out.append(Violation("samples", f"{where}: replica samples add up to {share}, "
                                  f"the micro-batch has {u}", q, lead, float(share - u)))
-    if structural:
-        return out  # links and memory are not defined for this plan
+    if not hk.structure_ok(a.q, a.layers, a.tp, a.rec, a.rep0, a.samples, a.g0, a.zero):
+        return out  # links and memory are not defined for this plan (the kernel's own test)
     out.extend(_links(instance, a))
     out.extend(_memory(instance, plan, a))
     return out
