@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from geoplan.errors import InputError
-from geoplan.model.plan import Plan, Stage, micro_batch_of, read_plan_data
+from geoplan.model.plan import Plan, Stage, json_int, micro_batch_of, read_plan_data, stage_list
 
 if TYPE_CHECKING:
     from geoplan.model.instance import Instance
@@ -98,16 +98,11 @@ class HybridPlan:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> HybridPlan:
         """Parse the plan JSON of hybrid-model.md (either stage form; shape and types only)."""
-        if not isinstance(data, Mapping):
-            raise InputError("plan", type(data).__name__, "expected a JSON object")
-        raw = data.get("stages")
-        if not isinstance(raw, list) or not raw:
-            raise InputError("plan.stages", raw, "expected a non-empty list of stages")
-        stages = tuple(_stage(s, f"plan.stages[{k}]") for k, s in enumerate(raw))
+        stages = tuple(_stage(s, f"plan.stages[{k}]") for k, s in enumerate(stage_list(data)))
         u = micro_batch_of(data)
         z = data.get("zero")
         if z is not None:
-            z = _int(z, "plan.zero")
+            z = json_int(z, "plan.zero")
         return cls(stages, u, z)
 
     # ------------------------------------------------------------------ views
@@ -177,18 +172,10 @@ class HybridPlan:
         return " | ".join(parts)
 
 
-def _int(v: Any, where: str) -> int:
-    if isinstance(v, float) and v.is_integer():
-        v = int(v)
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise InputError(where, v, "expected an integer")
-    return v
-
-
 def _stage(s: Any, where: str) -> HybridStage:
     if not isinstance(s, Mapping):
         raise InputError(where, s, "expected a JSON object")
-    n = _int(s.get("layers"), f"{where}.layers")
+    n = json_int(s.get("layers"), f"{where}.layers")
     if "gpu" in s and not _HYBRID_STAGE_KEYS & s.keys():
         gpu = s.get("gpu")
         if not isinstance(gpu, str) or not gpu:
@@ -197,7 +184,7 @@ def _stage(s: Any, where: str) -> HybridStage:
     if "gpu" in s:
         raise InputError(f"{where}.gpu", s.get("gpu"),
                          "a stage has either 'gpu' (one GPU) or 'replicas', not both")
-    tp = _int(s.get("tp", 1), f"{where}.tp")
+    tp = json_int(s.get("tp", 1), f"{where}.tp")
     rc = s.get("recompute", "none")
     if not isinstance(rc, str):
         raise InputError(f"{where}.recompute", rc, "expected a string (none or full)")
@@ -217,7 +204,7 @@ def _stage(s: Any, where: str) -> HybridStage:
                 raise InputError(f"{w}.gpus[{j}]", g, "expected a GPU id")
         samples = r.get("samples")
         reps.append(Replica(tuple(gpus), None if samples is None else
-                            _int(samples, f"{w}.samples")))
+                            json_int(samples, f"{w}.samples")))
     return HybridStage(n, tp, tuple(reps), rc)
 
 

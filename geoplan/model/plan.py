@@ -64,24 +64,14 @@ class Plan:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Plan:
         """Parse the plan JSON of formats.md (shape only; ids are checked by the validator)."""
-        if not isinstance(data, Mapping):
-            raise InputError("plan", type(data).__name__, "expected a JSON object")
-        raw = data.get("stages")
-        if not isinstance(raw, list) or not raw:
-            raise InputError("plan.stages", raw, "expected a non-empty list of stages")
         stages = []
-        for k, s in enumerate(raw):
+        for k, s in enumerate(stage_list(data)):
             if not isinstance(s, Mapping):
                 raise InputError(f"plan.stages[{k}]", s, "expected a JSON object")
             gpu = s.get("gpu")
             if not isinstance(gpu, str) or not gpu:
                 raise InputError(f"plan.stages[{k}].gpu", gpu, "expected a GPU id")
-            n = s.get("layers")
-            if isinstance(n, float) and n.is_integer():
-                n = int(n)
-            if isinstance(n, bool) or not isinstance(n, int):
-                raise InputError(f"plan.stages[{k}].layers", n, "expected an integer")
-            stages.append(Stage(gpu, n))
+            stages.append(Stage(gpu, json_int(s.get("layers"), f"plan.stages[{k}].layers")))
         return cls(tuple(stages), micro_batch_of(data))
 
     @classmethod
@@ -148,6 +138,25 @@ class Plan:
 
     def __str__(self) -> str:
         return " | ".join(f"{s.gpu}:{s.layers}" for s in self.stages)
+
+
+def stage_list(data: Any) -> list[Any]:
+    """The non-empty ``stages`` list of a plan JSON object (InputError otherwise)."""
+    if not isinstance(data, Mapping):
+        raise InputError("plan", type(data).__name__, "expected a JSON object")
+    raw = data.get("stages")
+    if not isinstance(raw, list) or not raw:
+        raise InputError("plan.stages", raw, "expected a non-empty list of stages")
+    return raw
+
+
+def json_int(v: Any, where: str) -> int:
+    """An integer field of a plan (an integral float such as 5.0 is accepted)."""
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise InputError(where, v, "expected an integer")
+    return v
 
 
 def micro_batch_of(data: Mapping[str, Any]) -> int | None:
