@@ -28,6 +28,7 @@ from formulations.hybrid.classes import (
 )
 from geoplan.model.instance import Instance
 from geoplan.solving.core import SolveOptions
+from geoplan.solving.params import SolverParams, param
 from geoplan.solving.result import Outcome, TraceRow
 
 __all__ = ["SolveCell", "USolve", "run_restricted"]
@@ -50,6 +51,16 @@ class USolve:
     bound: float
     seconds: float
     info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RestrictedParams(SolverParams):
+    """Parameters both restricted-space models take."""
+
+    pipeline_share: float = param(
+        0.15, "budget share of a pipeline-space search first, whose plan is returned when "
+        "it beats the restricted space's (0: the restricted space only)",
+        at_least=0.0, below=1.0)
 
 
 #: solve_cell(pool, u, q, cutoff, seconds, start, options) -> USolve

@@ -19,12 +19,12 @@ from typing import Any, ClassVar
 from ortools.sat.python import cp_model
 
 from formulations.hybrid.classes import Choice, Coef, Config, Pool, StageChoice
-from formulations.hybrid.common import USolve, run_restricted
+from formulations.hybrid.common import RestrictedParams, USolve, run_restricted
 from geoplan.cost.weights import ObjectiveWeights
 from geoplan.errors import InputError
 from geoplan.model.instance import Instance
 from geoplan.solving.core import SolveOptions
-from geoplan.solving.params import SolverParams, param
+from geoplan.solving.params import param
 from geoplan.solving.registry import SolverSpec
 from geoplan.solving.result import Outcome
 from geoplan.solving.stop import call_stoppable
@@ -36,15 +36,10 @@ _EPS = 1e-12
 
 
 @dataclass(frozen=True)
-class HybridCpsatParams(SolverParams):
+class HybridCpsatParams(RestrictedParams):
     """Parameters of ``hybrid-cpsat`` (``--param KEY=VALUE``)."""
 
     LABEL: ClassVar[str] = "hybrid-cpsat"
-
-    pipeline_share: float = param(
-        0.15, "budget share of a pipeline-space search first, whose plan is returned when "
-        "it beats the restricted space's (0: the restricted space only)",
-        at_least=0.0, below=1.0)
 
     conflict_limit: int | None = param(None, "CP-SAT conflict limit per cell (tests: a status "
                                        "independent of the clock)", at_least=0)

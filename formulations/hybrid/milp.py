@@ -17,13 +17,13 @@ import pyomo.environ as pyo
 
 from formulations.highs_tools import HighsSession
 from formulations.hybrid.classes import Choice, Config, Pool, StageChoice
-from formulations.hybrid.common import USolve, run_restricted
+from formulations.hybrid.common import RestrictedParams, USolve, run_restricted
 from formulations.milp.tolerances import HIGHS_TOLERANCES, MODEL_TOLERANCE, below_tolerance
 from geoplan.cost.weights import ObjectiveWeights
 from geoplan.errors import FormulationError
 from geoplan.model.instance import Instance
 from geoplan.solving.core import SolveOptions
-from geoplan.solving.params import SolverParams, param
+from geoplan.solving.params import param
 from geoplan.solving.registry import SolverSpec
 from geoplan.solving.result import Outcome
 
@@ -31,15 +31,10 @@ __all__ = ["SPEC", "HybridMilpParams", "UModel", "build", "solve"]
 
 
 @dataclass(frozen=True)
-class HybridMilpParams(SolverParams):
+class HybridMilpParams(RestrictedParams):
     """Parameters of ``hybrid-milp`` (``--param KEY=VALUE``)."""
 
     LABEL: ClassVar[str] = "hybrid-milp"
-
-    pipeline_share: float = param(
-        0.15, "budget share of a pipeline-space search first, whose plan is returned when "
-        "it beats the restricted space's (0: the restricted space only)",
-        at_least=0.0, below=1.0)
 
     node_limit: int | None = param(None, "HiGHS branch-and-bound node limit per micro-batch "
                                    "size (tests: a status independent of the clock)", at_least=0)
