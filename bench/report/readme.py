@@ -17,7 +17,7 @@ import argparse
 import statistics
 import sys
 import textwrap
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -200,32 +200,39 @@ def _rel(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
-def proofs_facts(results: str | Path = PROOFS) -> list[dict[str, Any]]:
-    """Per stored experiment of kind ``proofs``: its title, source, profile, table and
-    summary lines; empty when nothing is stored there yet."""
+def _stored(results: str | Path, kind: str
+            ) -> Iterator[tuple[list[Row], dict[str, Any], dict[str, Any]]]:
+    """Per stored experiment whose report kind is ``kind``: its rows, its settings and the
+    fields every README part quotes (title, source, profile, where results and report
+    are); nothing when no results file is stored there yet."""
     p = Path(results)
     p = p if p.suffix == ".jsonl" else p / "results.jsonl"
-    if not p.exists():  # not run yet: the section leaves the proofs out
-        return []
+    if not p.exists():  # not run yet: the section leaves this part out
+        return
     rows, manifest, path = load_results(p)
-    order = list(dict.fromkeys([*manifest.get("order", []), *(r["experiment"] for r in rows)]))
-    out = []
-    for name in order:
+    report = path.parent / "report" / "report.md"
+    for name in dict.fromkeys([*manifest.get("order", []), *(r["experiment"] for r in rows)]):
         er = [r for r in rows if r["experiment"] == name]
         if not er:
             continue
         profile = str(er[0].get("profile", "full"))
         info = experiment_info(name, manifest, profile)
-        if (info.get("report") or {}).get("kind") != "proofs":
+        if (info.get("report") or {}).get("kind") != kind:
             continue
+        yield er, info, {"experiment": name, "title": info.get("title") or name,
+                         "source": manifest_source(manifest, name)
+                         or f"bench/experiments/{name}.toml",
+                         "profile": profile, "results": _rel(path),
+                         "report": _rel(report) if report.exists() else None}
+
+
+def proofs_facts(results: str | Path = PROOFS) -> list[dict[str, Any]]:
+    """Per stored experiment of kind ``proofs``: its title, source, profile, table and
+    summary lines; empty when nothing is stored there yet."""
+    out = []
+    for er, info, head in _stored(results, "proofs"):
         header, body, pf, checkpoints, labels = proofs_table(er, info)
-        report = path.parent / "report" / "report.md"
-        out.append({"experiment": name, "title": info.get("title") or name,
-                    "source": manifest_source(manifest, name)
-                    or f"bench/experiments/{name}.toml",
-                    "profile": profile, "results": _rel(path),
-                    "report": _rel(report) if report.exists() else None,
-                    "header": header, "rows": body,
+        out.append({**head, "header": header, "rows": body,
                     "summary": proofs_summary(pf, labels, checkpoints[-1])})
     return out
 
@@ -249,30 +256,13 @@ def hybrid_facts(results: str | Path = HYBRID) -> list[dict[str, Any]]:
     from bench.report.hybrid import hybrid_frame, hybrid_summary
     from bench.report.tables import instance_order
 
-    p = Path(results)
-    p = p if p.suffix == ".jsonl" else p / "results.jsonl"
-    if not p.exists():
-        return []
-    rows, manifest, path = load_results(p)
     out = []
-    for name in dict.fromkeys([*manifest.get("order", []), *(r["experiment"] for r in rows)]):
-        er = [r for r in rows if r["experiment"] == name]
-        if not er:
-            continue
-        profile = str(er[0].get("profile", "full"))
-        info = experiment_info(name, manifest, profile)
+    for er, info, head in _stored(results, "hybrid"):
         rep = info.get("report") or {}
-        if rep.get("kind") != "hybrid":
-            continue
-        report = path.parent / "report" / "report.md"
         summary = hybrid_summary(hybrid_frame(er), instance_order(er, info),
                                  rep.get("pipeline", "pipeline MA"),
                                  rep.get("hybrid", "hybrid MA"), rep.get("baseline"))
-        out.append({"experiment": name, "title": info.get("title") or name,
-                    "source": manifest_source(manifest, name)
-                    or f"bench/experiments/{name}.toml", "profile": profile,
-                    "results": _rel(path), "report": _rel(report) if report.exists() else None,
-                    "instances": len({r["instance"] for r in er}),
+        out.append({**head, "instances": len({r["instance"] for r in er}),
                     "budgets": [f"{b:g}" for b in sorted({float(r["budget_s"]) for r in er})],
                     "summary": summary})
     return out
