@@ -6,7 +6,7 @@ in the flat form of :mod:`geoplan.cost.hybrid_kernel`. A compiled loop (numba
 :func:`~geoplan.cost.hybrid_kernel.price_hybrid` assumes distinct GPUs) and the
 consistency of its offsets, then prices it with
 :data:`~geoplan.cost.hybrid_kernel.price_hybrid_compiled` (called, not inlined:
-see :func:`_outlined`), the same formulas the scalar
+see :data:`~geoplan.cost.hybrid_kernel.price_hybrid_called`), the same formulas the scalar
 :class:`~geoplan.cost.hybrid_evaluate.HybridEvaluator` runs in plain Python, so
 both give the same bits (a test pins them together). Rows the
 kernel cannot price (a repeated or unknown GPU, inconsistent offsets) get
@@ -18,7 +18,6 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-import types
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ import numpy as np
 from numba import njit, prange
 
 from geoplan.cost.hybrid_coefficients import HybridCoefficients, encode
-from geoplan.cost.hybrid_kernel import price_hybrid_compiled
+from geoplan.cost.hybrid_kernel import price_hybrid_called
 from geoplan.cost.kernel import FEASIBLE, INVALID, MEMORY, NO_LINK
 from geoplan.cost.normalise import resolve_normalisers
 from geoplan.cost.weights import ObjectiveWeights
@@ -52,29 +51,7 @@ _I64 = np.int64
 _BLOCK = 32  # rows per parallel work item
 
 
-def _outlined(fn: Any) -> Any:
-    """A non-inlined numba dispatcher of the compiled kernel function ``fn`` (same code
-    object, same compiled callees, so the same bits).
-
-    ``price_hybrid_compiled`` is declared ``inline="always"``, but a numba caller cannot
-    inline it: it has 32 parameters and CPython (3.11+) compiles a call with more than 30
-    arguments to CALL_FUNCTION_EX, which numba's inliner rejects ("Calling a closure with
-    *args is unsupported"). An ordinary call of a dispatcher accepts it. The clone has its
-    own qualified name, hence its own numba cache entry.
-
-    Compiled without numba's reference counting (``_nrt=False``; it allocates nothing):
-    otherwise every call increments and decrements the count of each array argument,
-    28 atomic operations per plan on counts that all threads share (measured: 9% of
-    the one-thread time).
-    """
-    py = fn.py_func
-    clone = types.FunctionType(py.__code__, py.__globals__, py.__name__, py.__defaults__)
-    clone.__qualname__ = f"hybrid_batch_{py.__name__}"
-    clone.__module__ = __name__
-    return njit(cache=True, _nrt=False)(clone)
-
-
-_price_hybrid = _outlined(price_hybrid_compiled)
+_price_hybrid = price_hybrid_called
 
 
 def _owned(x: Any) -> np.ndarray:

@@ -16,7 +16,11 @@ Units: ms, bytes, W; bandwidths in Gbps (0 where no link), latencies in ms.
 
 from __future__ import annotations
 
+import types
+from typing import Any
+
 import numpy as np
+from numba import njit
 
 from geoplan.cost import kernel
 from geoplan.cost.kernel import (
@@ -35,6 +39,7 @@ __all__ = [
     "dp_ring_ms",
     "grad_sync_ms",
     "price_hybrid",
+    "price_hybrid_called",
     "price_hybrid_compiled",
     "replica_bytes",
     "replica_compute_ms",
@@ -294,3 +299,29 @@ _COMPILED = kernel.compile_together(
 )
 #: The compiled hybrid pricer (batch evaluator, hybrid heuristics).
 price_hybrid_compiled = _COMPILED["price_hybrid"]
+
+
+def _outlined(fn: Any) -> Any:
+    """A non-inlined numba dispatcher of the compiled kernel function ``fn`` (same code
+    object, same compiled callees, so the same bits).
+
+    ``price_hybrid_compiled`` is declared ``inline="always"``, but a numba caller cannot
+    inline it: it has 32 parameters and CPython (3.11+) compiles a call with more than 30
+    arguments to CALL_FUNCTION_EX, which numba's inliner rejects ("Calling a closure with
+    *args is unsupported"). An ordinary call of a dispatcher accepts it. The clone has its
+    own qualified name, hence its own numba cache entry.
+
+    Compiled without numba's reference counting (``_nrt=False``; it allocates nothing):
+    otherwise every call increments and decrements the count of each array argument,
+    28 atomic operations per plan on counts that all threads share (measured: 9% of
+    the one-thread time).
+    """
+    py = fn.py_func
+    clone = types.FunctionType(py.__code__, py.__globals__, py.__name__, py.__defaults__)
+    clone.__qualname__ = f"called_{py.__name__}"
+    clone.__module__ = __name__
+    return njit(cache=True, _nrt=False)(clone)
+
+
+#: The pricer as numba code calls it (the batch evaluator, the hybrid heuristics' loops).
+price_hybrid_called = _outlined(price_hybrid_compiled)

@@ -8,24 +8,22 @@ their sample shares) plus the plan-level micro-batch size ``u`` and ZeRO stage
 The operators keep every genome *structurally* valid (:func:`structure_errors`):
 layers >= 1 summing to L, tp a power of two <= max_tp, every replica tp GPUs of
 one site, shares >= 1 summing to u, no GPU twice, u, z and recompute from the
-instance's choices. Memory and links are left to the price: the shared kernel
-(:data:`geoplan.cost.hybrid_kernel.price_hybrid_compiled`) prices a batch of
-genomes packed into flat arrays (:func:`pack`, :func:`price_packed`), or the
-committed :class:`geoplan.cost.hybrid_batch.HybridBatchEvaluator` when present.
+instance's choices. Memory and links are left to the price: genomes packed into
+flat arrays (:func:`pack`) are priced by the shared batch evaluator
+(:class:`geoplan.cost.hybrid_batch.HybridBatchEvaluator`, :func:`price_packed`).
 """
 
 from __future__ import annotations
 
-import types
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numba import njit
 
+from geoplan.cost.hybrid_batch import HybridBatchEvaluator, HybridPopulation
 from geoplan.cost.hybrid_coefficients import HybridCoefficients
-from geoplan.cost.hybrid_kernel import price_hybrid_compiled
+from geoplan.cost.hybrid_kernel import price_hybrid_called
 from geoplan.cost.kernel import FEASIBLE
 from geoplan.cost.normalise import resolve_normalisers
 from geoplan.cost.weights import ObjectiveWeights
@@ -131,13 +129,7 @@ class HybridSpace:
             mates.sort(key=lambda h: (-bw[g, h], lat[g, h], h))
             self.near.append(tuple(mates))
         self.tflops = np.asarray(c.tflops, dtype=float)
-        self.batch_evaluator: Any = None
-        try:
-            from geoplan.cost.hybrid_batch import HybridBatchEvaluator
-        except ImportError:  # the shared batch evaluator is optional: this module's loop
-            pass
-        else:
-            self.batch_evaluator = HybridBatchEvaluator(inst, threads=1)
+        self.batch_evaluator = HybridBatchEvaluator(inst, threads=1)
 
 
 # --------------------------------------------------------------------------- conversion
@@ -285,52 +277,8 @@ def pack(genomes: Sequence[Genome]) -> Packed:
                   arr([g.u for g in genomes]), arr([g.z for g in genomes]))
 
 
-def _outlined(fn: Any) -> Any:
-    """A dispatcher of the shared compiled kernel ``fn`` that numba callers call rather
-    than inline (same code object and compiled callees, so the same bits).
-
-    ``price_hybrid_compiled`` is declared ``inline="always"``, but its 32 parameters make
-    CPython 3.11 emit CALL_FUNCTION_EX for the call, which numba's inliner rejects
-    ("Calling a closure with *args is unsupported"); an ordinary dispatcher call works.
-    The clone has its own qualified name, hence its own cache entry.
-    """
-    py = fn.py_func
-    clone = types.FunctionType(py.__code__, py.__globals__, py.__name__, py.__defaults__)
-    clone.__qualname__ = f"hybrid_memetic_{py.__name__}"
-    clone.__module__ = __name__
-    return njit(cache=True)(clone)
-
-
 #: The shared kernel's pricer, callable from this package's numba loops.
-kernel_price = _outlined(price_hybrid_compiled)
-
-
-@njit(cache=True)
-def _price_packed(s0, r0, p0, layers, tp, rec, rep0, samples, g0, gpus, u, z,
-                  tflops, lat_ms, bw_gbps, site, idle_w, dyn_w, mem_cap,
-                  n_layers, batch, max_tp, flop_ls, gamma, act_bytes, w_bytes, lm_bytes,
-                  alpha, logit_bytes, overhead_ms, mode, lam, t_ref_ms, e_ref_j):
-    n = s0.shape[0] - 1
-    status = np.empty(n, np.int64)
-    t_iter = np.empty(n)
-    e_iter = np.empty(n)
-    obj = np.empty(n)
-    for k in range(n):
-        a = s0[k]
-        b = s0[k + 1]
-        c = r0[k]
-        d = r0[k + 1]
-        st, t, e, o = kernel_price(
-            b - a, layers[a:b], tp[a:b], rec[a:b], rep0[a + k:b + k + 1], samples[c:d],
-            g0[c + k:d + k + 1], gpus[p0[k]:p0[k + 1]], u[k], z[k],
-            tflops, lat_ms, bw_gbps, site, idle_w, dyn_w, mem_cap,
-            n_layers, batch, max_tp, flop_ls, gamma, act_bytes, w_bytes, lm_bytes,
-            alpha, logit_bytes, overhead_ms, mode, lam, t_ref_ms, e_ref_j)
-        status[k] = st
-        t_iter[k] = t
-        e_iter[k] = e
-        obj[k] = o
-    return status, t_iter, e_iter, obj
+kernel_price = price_hybrid_called
 
 
 def _padded(starts: np.ndarray, values: np.ndarray, extra: int) -> np.ndarray:
@@ -347,28 +295,17 @@ def _padded(starts: np.ndarray, values: np.ndarray, extra: int) -> np.ndarray:
 
 
 def price_packed(space: HybridSpace, p: Packed) -> tuple[np.ndarray, np.ndarray]:
-    """(status, objective) per packed genome, by the shared kernel (inf unless feasible):
-    through :class:`geoplan.cost.hybrid_batch.HybridBatchEvaluator` (one thread) when
-    it is installed, else by this module's loop over ``price_hybrid_compiled``."""
+    """(status, objective) per packed genome, by the shared kernel (inf unless feasible),
+    through :class:`geoplan.cost.hybrid_batch.HybridBatchEvaluator` (one thread)."""
     if p.s0.shape[0] <= 1:
         return np.empty(0, np.int64), np.empty(0)
-    batch = space.batch_evaluator
-    if batch is not None:
-        from geoplan.cost.hybrid_batch import HybridPopulation
-
-        pop = HybridPopulation.from_arrays(
-            _padded(p.s0, p.layers, 0), _padded(p.s0, p.tp, 0), _padded(p.s0, p.rec, 0),
-            _padded(p.s0, p.rep0, 1), _padded(p.r0, p.samples, 0), _padded(p.r0, p.g0, 1),
-            _padded(p.p0, p.gpus, 0), np.diff(p.s0), p.u, p.z)
-        res = batch.evaluate(pop)
-        st = np.asarray(res.status, dtype=np.int64)
-        return st, np.where(st == FEASIBLE, res.objective, np.inf)
-    with np.errstate(all="ignore"):
-        st, _, _, obj = _price_packed(p.s0, p.r0, p.p0, p.layers, p.tp, p.rec, p.rep0,
-                                      p.samples, p.g0, p.gpus, p.u, p.z, *space.kernel_args,
-                                      *space.weight_args)
-    obj = np.where(st == FEASIBLE, obj, np.inf)
-    return st, obj
+    pop = HybridPopulation.from_arrays(
+        _padded(p.s0, p.layers, 0), _padded(p.s0, p.tp, 0), _padded(p.s0, p.rec, 0),
+        _padded(p.s0, p.rep0, 1), _padded(p.r0, p.samples, 0), _padded(p.r0, p.g0, 1),
+        _padded(p.p0, p.gpus, 0), np.diff(p.s0), p.u, p.z)
+    res = space.batch_evaluator.evaluate(pop)
+    st = np.asarray(res.status, dtype=np.int64)
+    return st, np.where(st == FEASIBLE, res.objective, np.inf)
 
 
 def price(space: HybridSpace, genomes: Sequence[Genome]) -> np.ndarray:

@@ -30,6 +30,7 @@ from geoplan.solving.params import SolverParams, param
 from geoplan.solving.registry import SolverSpec
 from geoplan.solving.result import Outcome, TraceRow
 from heuristics.hybrid.encoding import Genome, HybridSpace, from_plan, price, to_plan
+from heuristics.hybrid.grid import grid_plans
 from heuristics.hybrid.operators import (
     crossover_children,
     crossover_cuts,
@@ -39,6 +40,7 @@ from heuristics.hybrid.operators import (
     random_genome,
     regroupings,
 )
+from heuristics.hybrid.split import StageGroups, solve_split
 from heuristics.memetic.selection import tournament
 
 __all__ = ["SPEC", "HybridMemeticParams", "HybridMemeticResult", "run_hybrid_memetic",
@@ -82,10 +84,10 @@ class HybridMemeticParams(SolverParams):
         0.25, "share of the remaining budget the grid seeds may take", above=0.0, at_most=1.0)
     replacement: Literal["generational", "improving"] = param(
         "generational", "offspring replace the P - E worst, or only those they beat")
-    grid_seeds: bool = param(True, "seed with heuristics.hybrid.grid.grid_plans (when present)")
+    grid_seeds: bool = param(True, "seed with heuristics.hybrid.grid.grid_plans")
     split_rate: float = param(
         0.1, "share of the locally searched offspring first re-split by "
-        "heuristics.hybrid.split (when present)", at_least=0.0, at_most=1.0)
+        "heuristics.hybrid.split", at_least=0.0, at_most=1.0)
     init_draws: int = param(40, "random genomes drawn per population place at most",
                             at_least=1)
 
@@ -172,7 +174,7 @@ class _Search:
         """The local search of ``g`` (after the split-and-share DP when ``split`` and
         :mod:`heuristics.hybrid.split` is present), kept only if no worse. An infeasible
         ``g`` may come back feasible (any feasible neighbour improves on it)."""
-        if split and self.splitter is not None:
+        if split:
             got = self.splitter(g)
             if got is not None and got[1] < value:
                 g, value = got
@@ -357,14 +359,9 @@ def pipeline_plan(instance: Instance, seed: int, budget: float, solver: str = "a
     return plan, info, list(r.trace), t0
 
 
-def _splitter(space: HybridSpace) -> Callable[[Genome], tuple[Genome, float] | None] | None:
+def _splitter(space: HybridSpace) -> Callable[[Genome], tuple[Genome, float] | None]:
     """The fast split-and-share DP of :mod:`heuristics.hybrid.split` for a genome's groups
-    (its layers, shares and recompute; GPUs, tp, u and z kept), None if the module is
-    absent."""
-    try:
-        from heuristics.hybrid.split import StageGroups, solve_split
-    except ImportError:
-        return None
+    (its layers, shares and recompute; GPUs, tp, u and z kept)."""
 
     def split(g: Genome) -> tuple[Genome, float] | None:
         stages = [StageGroups(s.tp, s.replicas) for s in g.stages]
@@ -379,22 +376,9 @@ def _splitter(space: HybridSpace) -> Callable[[Genome], tuple[Genome, float] | N
     return split
 
 
-def _grid_seeds(instance: Instance, stop: Callable[[], bool]) -> list[HybridPlan] | None:
-    """The plans of :func:`heuristics.hybrid.grid.grid_plans` found before ``stop()``
-    (None: module absent)."""
-    try:
-        from heuristics.hybrid import grid
-    except ImportError:
-        return None
-    fn = getattr(grid, "grid_plans", None)
-    if fn is None:
-        return None
-    out = []
-    for p in fn(instance, stop=stop):
-        plan = getattr(p, "plan", p)
-        if isinstance(plan, HybridPlan):
-            out.append(plan)
-    return out
+def _grid_seeds(instance: Instance, stop: Callable[[], bool]) -> list[HybridPlan]:
+    """The plans of :func:`heuristics.hybrid.grid.grid_plans` found before ``stop()``."""
+    return [c.plan for c in grid_plans(instance, stop=stop)]
 
 
 def run_hybrid_memetic(
@@ -439,7 +423,7 @@ def run_hybrid_memetic(
             search.offer(pipe_genome, value)
     started = [g for g in (from_plan(space, p) for p in starts) if g is not None]
     seeds += started
-    grid = None
+    grid: list[HybridPlan] | None = None
     if params.grid_seeds:
         # The grid enumeration is not bounded by itself at large N: give it a share.
         until = time.perf_counter() + params.grid_share * max(0.0, deadline - time.perf_counter())
