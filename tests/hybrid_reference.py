@@ -457,6 +457,20 @@ def load_hand_case(name: str) -> tuple[Json, Json, Json]:
             json.loads((HAND_DIR / want["plan"]).read_text()), want)
 
 
+#: Links removed from the `boundary` hand case, and whether its plan uses each.
+BOUNDARY_LINKS = [
+    (("a0", "b2"), False),  # a0 and b2 share no sample
+    (("b2", "a0"), False),
+    (("a1", "b1"), False),
+    (("b1", "b0"), False),  # the gradient ring of stage 2 runs b0 -> b1 -> b2 -> b0 only
+    (("a0", "b1"), True),  # forward of the shared samples 2, 3
+    (("b1", "a0"), True),  # their backward
+    (("b2", "a2"), True),
+    (("b0", "b1"), True),  # gradient ring of stage 2
+    (("a1", "a0"), True),  # gradient ring of stage 1
+]
+
+
 def _composition(rng: random.Random, total: int, parts: int) -> list[int]:
     """A uniformly random composition of ``total`` into ``parts`` positive integers."""
     cuts = sorted(rng.sample(range(1, total), parts - 1))

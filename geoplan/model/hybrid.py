@@ -15,14 +15,21 @@ plan whose stages all have that form converts to :class:`~geoplan.model.plan.Pla
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from geoplan.errors import InputError
-from geoplan.model.plan import Plan, Stage, json_int, micro_batch_of, read_plan_data, stage_list
+from geoplan.model.plan import (
+    Plan,
+    Stage,
+    json_int,
+    micro_batch_of,
+    plan_json,
+    read_plan_data,
+    stage_list,
+)
 
 if TYPE_CHECKING:
     from geoplan.model.instance import Instance
@@ -157,10 +164,7 @@ class HybridPlan:
         return d
 
     def to_json(self, path: str | Path | None = None, indent: int | None = None) -> str:
-        text = json.dumps(self.to_dict(), indent=indent)
-        if path is not None:
-            Path(path).write_text(text + "\n")
-        return text
+        return plan_json(self.to_dict(), path, indent)
 
     def __str__(self) -> str:
         parts = []

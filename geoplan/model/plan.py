@@ -131,13 +131,18 @@ class Plan:
         return d
 
     def to_json(self, path: str | Path | None = None, indent: int | None = None) -> str:
-        text = json.dumps(self.to_dict(), indent=indent)
-        if path is not None:
-            Path(path).write_text(text + "\n")
-        return text
+        return plan_json(self.to_dict(), path, indent)
 
     def __str__(self) -> str:
         return " | ".join(f"{s.gpu}:{s.layers}" for s in self.stages)
+
+
+def plan_json(d: Mapping[str, Any], path: str | Path | None, indent: int | None) -> str:
+    """A plan dict as JSON text, also written to ``path`` (with a final newline) if given."""
+    text = json.dumps(d, indent=indent)
+    if path is not None:
+        Path(path).write_text(text + "\n")
+    return text
 
 
 def stage_list(data: Any) -> list[Any]:

@@ -191,18 +191,7 @@ def test_tp_groups_across_sites_are_violations() -> None:
     assert ev.feasible is False
 
 
-# (link removed from the `boundary` case, whether the plan still uses it)
-BOUNDARY_LINKS = [
-    (("a0", "b2"), False),  # a0 and b2 share no sample
-    (("b2", "a0"), False),
-    (("a1", "b1"), False),
-    (("b1", "b0"), False),  # the gradient ring of stage 2 runs b0 -> b1 -> b2 -> b0 only
-    (("a0", "b1"), True),  # forward of the shared samples 2, 3
-    (("b1", "a0"), True),  # their backward
-    (("b2", "a2"), True),
-    (("b0", "b1"), True),  # gradient ring of stage 2
-    (("a1", "a0"), True),  # gradient ring of stage 1
-]
+BOUNDARY_LINKS = href.BOUNDARY_LINKS
 
 
 @pytest.mark.parametrize(("link", "used"), BOUNDARY_LINKS)
