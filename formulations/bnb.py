@@ -41,6 +41,7 @@ from numba import njit
 from geoplan.cost import bounds, parametric
 from geoplan.cost.dominance import Dominance, dominance_of
 from geoplan.cost.kernel import price_stages_compiled
+from geoplan.cost.parametric import DEFAULT_SHARE
 from geoplan.cost.split import Splitter, link_floors, prefix_bound, split_sequence
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
@@ -357,7 +358,8 @@ class BnbParams(SolverParams):
                                    "(none: no limit)", at_least=0)
     parametric: bool = param(True, "raise the root bound with the bottleneck-parametric "
                              "bound (geoplan.cost.parametric)")
-    parametric_share: float = param(0.2, "share of the remaining budget the parametric "
+    parametric_share: float = param(DEFAULT_SHARE,
+                                    "share of the remaining budget the parametric "
                                     "bound may take", at_least=0.0)
     parallel_after: float = param(0.1, "seconds of single-threaded search before "
                                   "--threads workers share the tree", at_least=0.0)
@@ -654,6 +656,15 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
             params.parametric_share, options.remaining(), options.stopped)
         info["parametric"] = pb.summary()
         floor = max(floor, pb.floor)
+        if search.incumbent < _INF and parametric.proves(floor, search.incumbent):
+            # The bound reaches the incumbent: it is optimal, no tree needed.
+            inc = search.incumbent
+            info.update(nodes=0, leaves_priced=0, nodes_expanded=0, completed=True)
+            trace.append(TraceRow(now(), inc, min(floor, inc)))
+            cb.on_improvement(now(), inc, min(floor, inc))
+            return Outcome(search.incumbent_plan(instance), "optimal",
+                           lower_bound=min(floor, inc), model_objective=inc, trace=trace,
+                           info=info, message="the parametric bound reaches the incumbent")
     if options.remaining() <= 0 and search.incumbent < _INF:
         # No time left to expand the root (a large pool, or an interrupt): the incumbent,
         # with the root bound (valid for every plan), as at a time-out.

@@ -43,7 +43,7 @@ from formulations.milp.symmetry import canonical_plan
 from formulations.milp.tolerances import HIGHS_TOLERANCES, MODEL_TOLERANCE, below_tolerance
 from formulations.milp.values import read_plan, start_values
 from geoplan.cost import evaluate, kernel
-from geoplan.cost.parametric import Box, instance_bound
+from geoplan.cost.parametric import DEFAULT_SHARE, Box, instance_bound
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
 from geoplan.solving.core import SolveOptions, record_bound
@@ -65,7 +65,8 @@ class SlicedParams(SolverParams):
     workers: int = param(1, "worker processes solving slices at once (1: in this process)",
                          at_least=1)
     dask: str | None = param(None, "a Dask scheduler address: slices run on its workers")
-    bound_share: float = param(0.2, "at most this budget share for the parametric bound",
+    bound_share: float = param(DEFAULT_SHARE,
+                               "at most this budget share for the parametric bound",
                                at_least=0.0, at_most=1.0)
     heuristic_share: float = param(0.05, "budget share of the start heuristic (at least 1 s, "
                                    "at most a quarter)", at_least=0.0, at_most=1.0)

@@ -18,6 +18,7 @@ from formulations.cpsat.build import build_model
 from formulations.cpsat.callbacks import _Recorder
 from formulations.cpsat.start import _warm_plan
 from geoplan.cost import evaluate, parametric
+from geoplan.cost.parametric import DEFAULT_SHARE
 from geoplan.errors import InputError, SolverError
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
@@ -45,7 +46,8 @@ class CpsatParams(SolverParams):
     baseline_cutoff: bool = param(True, "the Metis-default plan caps the objective")
     parametric: bool = param(True, "the bottleneck-parametric bound (geoplan.cost.parametric):"
                              " a constraint on the objective, and reported when stronger")
-    parametric_share: float = param(0.1, "at most this budget share for that bound",
+    parametric_share: float = param(DEFAULT_SHARE,
+                                    "at most this budget share for that bound",
                                     at_least=0.0, at_most=1.0)
     log: bool = param(False, "CP-SAT search log on stdout")
     sat: Mapping[str, Any] = param(None, "any CP-SAT SatParameters field (value read as JSON)",
@@ -189,7 +191,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     proven = status == cp_model.OPTIMAL and (
         options.gap == 0 or solver.best_objective_bound >= obj_int * (1 - 1e-15) - 0.5)
     if not proven and math.isfinite(floor):
-        proven = floor >= evaluate(instance, plan).objective * (1 - 1e-9)
+        proven = parametric.proves(floor, evaluate(instance, plan).objective)
     info["model_objective_int"] = obj_int
     return Outcome(
         plan=plan,

@@ -30,6 +30,7 @@ from formulations.milp.tolerances import (
 )
 from formulations.milp.values import read_plan, start_values
 from geoplan.cost import evaluate, parametric
+from geoplan.cost.parametric import DEFAULT_SHARE
 from geoplan.errors import FormulationError
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
@@ -60,7 +61,8 @@ class MilpParams(SolverParams):
                                  at_least=0.0, at_most=1.0)
     parametric: bool = param(True, "the bottleneck-parametric bound (geoplan.cost.parametric) "
                              "as the objective's floor in the model and in the bound reported")
-    parametric_share: float = param(0.15, "at most this budget share for that bound",
+    parametric_share: float = param(DEFAULT_SHARE,
+                                    "at most this budget share for that bound",
                                     at_least=0.0, at_most=1.0)
     highs_log: bool = param(False, "HiGHS log on the console")
     highs: Mapping[str, Any] = param(None, "any HiGHS option, passed unchanged (value read "
@@ -147,8 +149,10 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         floor, info["parametric"] = pb.floor, pb.summary()
         if math.isfinite(floor):
             record_bound(options, trace, None if best is None else best[1], floor)
-        if best is not None and floor >= best[1] * (1 - 1e-12):
+        if best is not None and parametric.proves(floor, best[1]):
             # The bound reaches the best plan: it is optimal, no model needed.
+            if options.warm_start:
+                info["warm_start_accepted"] = warm is not None and best[1] <= warm[1]
             return Outcome(best[0], "optimal", lower_bound=min(floor, best[1]), trace=trace,
                            info=info, message="the parametric bound reaches the best plan")
         if data.c_e == 0 and data.c_t > 0 and math.isfinite(floor):

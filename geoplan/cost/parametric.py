@@ -18,19 +18,36 @@ stage is of kind none (first stage), intra-site or inter-site, and so is its
 send to the next stage; a role's price is the least its sends can cost
 (intra priced at the cheapest link of any kind, inter at the cheapest
 inter-site link, a middle's two sends at its two cheapest links to distinct
-GPUs, two inter sends at its two cheapest inter-site links). The relaxation
-asks each used site for *one run*: one GPU that starts it (send back none or
-inter), one that ends it (send forward none or inter; both may be one GPU,
-which then is the whole run) and the others in the middle; exactly one GPU
-overall is first and one last. Why every plan maps into it at no higher
-price: concatenate each site's runs in plan order. The plan's first stage
-still starts its site's first run and its last stage still ends its site's
-last run; every other GPU keeps its layers and only sees inter-site sends
-become intra-site ones, which are priced no higher. Stage times only fall,
-so the caps ``tau <= zb`` still hold. An exact DP over GPUs (grouped by site)
-with state (layers placed, site-run progress, first/last placed) solves the
-relaxation; each GPU's cost is linear in its layer count, so each transition
-is a sliding-window minimum (O(L)).
+GPUs, two inter sends at its two cheapest inter-site links). A run is a
+maximal stretch of consecutive stages on one site; its ends are the first
+stage (F), the last stage (L), an inter-site start (S: send back inter) and
+an inter-site end (X: send forward inter). The plans split in two cases,
+each bounded by its own DP and the box bound is the smaller:
+
+* *single-site* plans are one run F..L: every send is intra-site;
+* *multi-site* plans (two or more runs) ask of each used site at most one
+  end of each kind: S..X (a site with neither F nor L), F..X (F's site),
+  S..L (L's site), or both F..X and S..L (F and L on the same site).
+
+Why every multi-site plan maps into its case at no higher price: on each
+site, append every run with neither F nor L (an S..X run) to the site's
+F..X run if it has one, else put it in front of its S..L run if it has one,
+else join the site's S..X runs into one. Each join puts a run ending in X
+before a run starting with S and turns that X and that S into intra-site
+sends, priced no higher; the ends that remain are those listed (the DP also
+admits a few more combinations of ends, which only lowers the bound). Stage times
+only fall, so the caps ``tau <= zb`` still hold. The split matters: merged
+into one F..L run, a site visited before and after another site would lose
+its two inter-site ends, and with them the two stages whose inter-site
+sends keep them out of a small bottleneck (geo pools, where an inter-site
+send alone takes most of a stage time). A run of two or more GPUs has its
+two ends on distinct GPUs and its middles in between; a one-GPU run is one
+GPU holding both ends, so middles on a site need a run of two or more GPUs.
+
+An exact DP over GPUs (grouped by site) with state (layers placed, the
+site's mask of run ends and whether middles have a run to sit in,
+first/last placed) solves each case; each GPU's cost is linear in its layer
+count, so each transition is a sliding-window minimum (O(L)).
 
 **Stage count.** The box's Q range enters by Lagrange multiplier: with a
 price ``mu`` per stage, ``V(mu) = min (cost + mu k)`` over configurations of
@@ -68,12 +85,21 @@ from geoplan.cost.weights import ObjectiveWeights
 if TYPE_CHECKING:
     from geoplan.model.instance import Instance
 
-__all__ = ["Box", "ParametricBound", "instance_bound", "parametric_bound", "role_prices"]
+__all__ = ["DEFAULT_SHARE", "PROOF_TOLERANCE", "Box", "ParametricBound", "instance_bound",
+           "parametric_bound", "proves", "role_prices"]
 
 _INF = math.inf
+#: A plan whose objective is within this relative distance above a proven bound counts as
+#: proven optimal (the MILP's and CP-SAT's own rule for their bounds).
+PROOF_TOLERANCE = 1e-9
+#: The budget share the exact solvers give this bound by default. At N >= 128 it is
+#: often the only bound that moves, so it gets more than the search around it would
+#: lose (geo N=128 L=96 lambda 0.5, instance seed 31: 4.7 % short at 20 s, 0.55 % at
+#: 40 s; metro lambda 1: the search ends at 29 s).
+DEFAULT_SHARE = 0.3
 _CAP_TOL = 1e-12
 #: Boxes narrower than this (relative Z width) are not split further.
-_Z_RESOLUTION = 1e-6
+_Z_RESOLUTION = 1e-10
 #: A box whose last splits (this many in a row) raised no bound is not split further.
 _MAX_STALL = 6
 _STALL_TOL = 1e-9
@@ -82,6 +108,14 @@ _STALL_TOL = 1e-9
 _ROLE_PREV = np.array([1, 0, 2, 1, 1, 0, 0, 2, 2], np.int64)
 _ROLE_NEXT = np.array([1, 1, 1, 0, 2, 0, 2, 0, 2], np.int64)
 N_ROLES = 9
+
+# The two plan cases, as (roles used, masks a site may close with); masks:
+# bit 0 first, bit 1 last, bit 2 inter-site start, bit 3 inter-site end.
+_SINGLE_SITE = (np.array([1, 1, 0, 1, 0, 1, 0, 0, 0], np.bool_),
+                np.array([m == 3 for m in range(16)], np.bool_))
+_MULTI_SITE = (np.array([1, 1, 1, 1, 1, 0, 1, 1, 1], np.bool_),
+               np.array([m in (6, 9, 12, 15) for m in range(16)], np.bool_))
+_CASES = (_SINGLE_SITE, _MULTI_SITE)
 
 
 def role_prices(comm: np.ndarray, cluster: np.ndarray) -> np.ndarray:
@@ -106,9 +140,11 @@ def role_prices(comm: np.ndarray, cluster: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True)
-def _window(src, srck, dst, dstk, L, cap, sigma, kappa):  # pragma: no cover - compiled
-    """dst[l] = min(dst[l], kappa + sigma l + min_{l-cap <= m <= l-1} (src[m] - sigma m)), k + 1."""
-    dq = np.empty(L + 1, np.int64)
+def _window(src, srck, dst, dstk, L, cap, sigma, kappa, dq):  # pragma: no cover - compiled
+    """dst[l] = min(dst[l], kappa + sigma l + min_{l-cap <= m <= l-1} (src[m] - sigma m)), k + 1.
+
+    ``dq``: scratch of at least L + 1 integers (the monotone queue).
+    """
     head = 0
     tail = 0
     for ell in range(1, L + 1):
@@ -132,26 +168,42 @@ def _window(src, srck, dst, dstk, L, cap, sigma, kappa):  # pragma: no cover - c
 
 @njit(cache=True)
 def _relaxation_dp(L, order, site_last, comp, prices, capmid, caplast, z_hi, o,
-                   ws, wp, wd, idle, dyn, mu):  # pragma: no cover - compiled
+                   ws, wp, wd, idle, dyn, mu, role_on, close_ok):  # pragma: no cover - compiled
     """min over role configurations of sum (ws tau + wp idle + wd dyn c n + mu); (value, k).
 
-    State: layers placed, site-run progress sl (0 none, 1 middles only, 2
-    start, 3 end, 4 start and end, 5 a single-GPU run) and the first/last
-    flags gl (bit 0 first placed, bit 1 last placed).
+    State: layers placed, the site's slot ``3 m + f`` and the first/last flags
+    gl (bit 0 first placed, bit 1 last placed). ``m`` is the mask of run ends
+    placed in the site (bit 0 first, bit 1 last, bit 2 an inter-site start,
+    bit 3 an inter-site end; each at most once per site); ``f`` is 0 (no
+    middle, no end of a run of two or more GPUs), 1 (middles placed, no such
+    end yet) or 2 (such an end placed: middles have a run to sit in). Only
+    roles with ``role_on`` are used; a site closes with mask m only if
+    ``close_ok[m]`` and f != 1.
     """
-    n_st = 24
+    n_slot = 48
+    n_st = n_slot * 4
     V = np.full((n_st, L + 1), np.inf)
     K = np.zeros((n_st, L + 1), np.int64)
     V[0, 0] = 0.0
     W = V.copy()
     KW = K.copy()
+    dq = np.empty(L + 1, np.int64)
+    # Rows that may hold a finite value, in V (alive) and in W (nalive); all others are inf.
+    alive = np.zeros(n_st, np.bool_)
+    alive[0] = True
+    nalive = alive.copy()
     for pos in range(order.shape[0]):
         g = order[pos]
-        W[:, :] = V
-        KW[:, :] = K
+        for s in range(n_st):
+            if alive[s] or nalive[s]:
+                W[s, :] = V[s, :]
+                KW[s, :] = K[s, :]
+            nalive[s] = alive[s]
         c = comp[g]
         sigma = (ws + wd * dyn[g]) * c
         for r in range(9):
+            if not role_on[r]:
+                continue
             price = prices[g, r]
             if not price < np.inf:
                 continue
@@ -171,26 +223,32 @@ def _relaxation_dp(L, order, site_last, comp, prices, capmid, caplast, z_hi, o,
             if cap < 1:
                 continue
             kappa = ws * (price + o) + wp * idle[g] + mu
-            is_start = pk != 1
-            is_end = nk != 1
-            for sl in range(6):
-                if sl == 5:
-                    continue  # a single-GPU run takes no more GPUs
-                if is_start and is_end:
-                    if sl != 0:
-                        continue
-                    nsl = 5
-                elif is_start:
-                    if sl == 2 or sl == 4:
-                        continue
-                    nsl = 4 if sl == 3 else 2
-                elif is_end:
-                    if sl == 3 or sl == 4:
-                        continue
-                    nsl = 4 if sl == 2 else 3
-                else:
-                    nsl = 1 if sl == 0 else sl
+            bits = 0
+            if pk == 0:
+                bits |= 1
+            elif pk == 2:
+                bits |= 4
+            if nk == 0:
+                bits |= 2
+            elif nk == 2:
+                bits |= 8
+            middle = pk == 1 and nk == 1
+            multi = (pk == 1) != (nk == 1)  # an end of a run of two or more GPUs
+            for slot in range(n_slot):
+                m = slot // 3
+                f = slot - 3 * m
+                if m & bits:
+                    continue
+                nf = f
+                if multi:
+                    nf = 2
+                elif middle and f == 0:
+                    nf = 1
+                nslot = 3 * (m | bits) + nf
                 for gl in range(4):
+                    s = slot * 4 + gl
+                    if not alive[s]:
+                        continue
                     ngl = gl
                     if pk == 0:
                         if gl & 1:
@@ -200,22 +258,28 @@ def _relaxation_dp(L, order, site_last, comp, prices, capmid, caplast, z_hi, o,
                         if gl & 2:
                             continue
                         ngl |= 2
-                    s = sl * 4 + gl
-                    t = nsl * 4 + ngl
-                    _window(V[s], K[s], W[t], KW[t], L, cap, sigma, kappa)
+                    t = nslot * 4 + ngl
+                    _window(V[s], K[s], W[t], KW[t], L, cap, sigma, kappa, dq)
+                    nalive[t] = True
         V, W = W, V
         K, KW = KW, K
+        alive, nalive = nalive, alive
         if site_last[pos]:
-            for gl in range(4):
-                for sl in (1, 2, 3):
-                    V[sl * 4 + gl, :] = np.inf
-                for sl in (4, 5):
-                    s = sl * 4 + gl
-                    for ell in range(L + 1):
-                        if V[s, ell] < V[gl, ell]:
-                            V[gl, ell] = V[s, ell]
-                            K[gl, ell] = K[s, ell]
+            for slot in range(1, n_slot):
+                m = slot // 3
+                ok = close_ok[m] and slot - 3 * m != 1
+                for gl in range(4):
+                    s = slot * 4 + gl
+                    if not alive[s]:
+                        continue
+                    if ok:
+                        for ell in range(L + 1):
+                            if V[s, ell] < V[gl, ell]:
+                                V[gl, ell] = V[s, ell]
+                                K[gl, ell] = K[s, ell]
+                        alive[gl] = True
                     V[s, :] = np.inf
+                    alive[s] = False
     return V[3, L], K[3, L]
 
 
@@ -293,24 +357,25 @@ class _Boxes:
         return bool(np.any(self.mid[qa] != self.mid[qb]) or np.any(self.last[qa] != self.last[qb]))
 
     def _dp(self, qa: int, z_hi: float, ws: float, wp: float, wd: float,
-            mu: float) -> tuple[float, int]:
+            mu: float, case: int) -> tuple[float, int]:
         self.dp_calls += 1
+        roles, close = _CASES[case]
         v, k = _relaxation_dp(self.L, self.order, self.site_last, self.comp, self.prices,
                               self.mid[qa], self.last[qa], z_hi, self.o, ws, wp, wd,
-                              self.idle, self.dyn, mu)
+                              self.idle, self.dyn, mu, roles, close)
         return float(v), int(k)
 
     def _lagrange(self, qa: int, qb: int, z_hi: float, ws: float, wp: float, wd: float,
-                  scale: float) -> float:
+                  scale: float, case: int) -> float:
         """max over mu of V(mu) - mu (qb if mu >= 0 else qa): a bound for k in [qa, qb]."""
-        v, k = self._dp(qa, z_hi, ws, wp, wd, 0.0)
+        v, k = self._dp(qa, z_hi, ws, wp, wd, 0.0, case)
         if not math.isfinite(v) or qa <= k <= qb:
             return v
         best = v
         sign = 1.0 if k > qb else -1.0
 
         def val(mu: float) -> tuple[float, int]:
-            vv, kk = self._dp(qa, z_hi, ws, wp, wd, mu)
+            vv, kk = self._dp(qa, z_hi, ws, wp, wd, mu, case)
             return vv - mu * (qb if mu >= 0 else qa), kk
 
         lo, hi = 0.0, None
@@ -337,27 +402,47 @@ class _Boxes:
         return best
 
     def evaluate(self, qa: int, qb: int, za: float, zb: float,
-                 s_parent: float = 0.0) -> tuple[float, float]:
-        """(objective bound, S bound) of every plan with Q in [qa, qb] and Z in [za, zb].
+                 parent: tuple[tuple[float, float], ...] | None = None,
+                 ub: float = _INF) -> tuple[tuple[float, float], ...]:
+        """Per plan case (single-site, multi-site), (objective bound, S bound) of every
+        plan of that case with Q in [qa, qb] and Z in [za, zb].
 
-        ``za`` must already be raised to :meth:`zmin`; ``s_parent``: an S bound of
-        a box containing this one (kept if the multiplier search finds less).
+        ``za`` must already be raised to :meth:`zmin`; ``parent``: the same of a box
+        containing this one, which stays valid here: it is kept where the multiplier
+        search finds less, and inherited unchanged by a case already at or above
+        ``ub`` (the incumbent) or above the parent's least case (lazily: that case is
+        computed once its inherited bound is the least of a box being split).
         """
+        if parent is None:
+            parent = ((-_INF, 0.0),) * len(_CASES)
         if za > zb:
-            return _INF, _INF
-        s_lo = self._lagrange(qa, qb, zb, 1.0, 0.0, 0.0, self.mu_scale)
+            return ((_INF, _INF),) * len(_CASES)
+        least = min(b for b, _ in parent)
+        out = []
+        for case, (p_bound, p_s) in enumerate(parent):
+            if p_bound >= ub or p_bound > least:
+                out.append((p_bound, p_s))
+                continue
+            v, s_lo = self._evaluate_case(qa, qb, za, zb, p_s, case)
+            out.append((max(v, p_bound), s_lo))
+        return tuple(out)
+
+    def _evaluate_case(self, qa: int, qb: int, za: float, zb: float, s_parent: float,
+                       case: int) -> tuple[float, float]:
+        """:meth:`evaluate` restricted to one plan case (single-site or multi-site)."""
+        s_lo = self._lagrange(qa, qb, zb, 1.0, 0.0, 0.0, self.mu_scale, case)
         if not math.isfinite(s_lo):
             return _INF, _INF
         s_lo = max(bounds._below(s_lo), s_parent)
         x_lo = s_lo + (self.M - 1.0) * za
         if self.b <= 0.0:
             return bounds._below(self.a * x_lo), s_lo
-        p_lo = self._lagrange(qa, qb, zb, 0.0, 1.0, 0.0, self.idle_scale)
+        p_lo = self._lagrange(qa, qb, zb, 0.0, 1.0, 0.0, self.idle_scale, case)
         ws = self.a + self.b * p_lo / 1e3
         wp = self.b * x_lo / 1e3
         wd = self.b * self.M / 1e3
         w_scale = ws * self.mu_scale + wp * self.idle_scale
-        rest = self._lagrange(qa, qb, zb, ws, wp, wd, w_scale)
+        rest = self._lagrange(qa, qb, zb, ws, wp, wd, w_scale, case)
         return bounds._below(rest + ws * (self.M - 1.0) * za - self.b * x_lo * p_lo / 1e3), s_lo
 
 
@@ -394,16 +479,18 @@ def parametric_bound(
     if not math.isfinite(z_lo) or z_lo > z_hi:
         val = ub if math.isfinite(ub) else _INF
         return ParametricBound(val, 0, 0, time.perf_counter() - t0, True)
-    heap: list[tuple[float, int, int, int, float, float, float, int]] = []
+    heap: list[tuple[float, int, int, int, float, float, tuple[tuple[float, float], ...],
+                     int]] = []
     counter = 0
     n_boxes = 0
 
     def push(qa: int, qb: int, za: float, zb: float, parent: float = -_INF,
-             s_parent: float = 0.0, stall: int = 0) -> None:
+             cases: tuple[tuple[float, float], ...] | None = None, stall: int = 0) -> None:
         nonlocal counter, n_boxes
         za = max(za, bx.zmin(qa, qb))
         # A box inside its parent keeps the parent's bounds (the multiplier search may miss).
-        v, s_lo = bx.evaluate(qa, qb, za, zb, s_parent)
+        cases = bx.evaluate(qa, qb, za, zb, cases, ub)
+        v = min(b for b, _ in cases)
         # Splits that never raise the bound (a plateau, e.g. lambda = 0 where Z hardly
         # matters) would go on to the resolution in every box: count them.
         stall = stall + 1 if v <= parent + _STALL_TOL * abs(parent) else 0
@@ -411,7 +498,7 @@ def parametric_bound(
         n_boxes += 1
         if v < ub:
             counter += 1
-            heapq.heappush(heap, (v, counter, qa, qb, za, zb, s_lo, stall))
+            heapq.heappush(heap, (v, counter, qa, qb, za, zb, cases, stall))
 
     push(1, bx.q_max, z_lo, z_hi)
     exhausted = False
@@ -419,28 +506,36 @@ def parametric_bound(
         if (deadline is not None and time.perf_counter() >= deadline) or (
                 max_boxes is not None and n_boxes >= max_boxes) or (stop is not None and stop()):
             break
-        v, _, qa, qb, za, zb, s_lo, stall = heap[0]
-        if qa < qb and bx.caps_differ(qa, qb):
+        v, _, qa, qb, za, zb, cases, stall = heap[0]
+        # A Q range stalled on Z (its multiplier bound does not rise) is split on Q:
+        # each part's stage-count relaxation is tighter.
+        if qa < qb and (bx.caps_differ(qa, qb) or stall >= _MAX_STALL
+                        or zb - za <= _Z_RESOLUTION * zb):
             heapq.heappop(heap)
             qm = (qa + qb) // 2
-            push(qa, qm, za, zb, v, s_lo)
-            push(qm + 1, qb, za, zb, v, s_lo)
+            push(qa, qm, za, zb, v, cases)
+            push(qm + 1, qb, za, zb, v, cases)
             continue
         if zb - za <= _Z_RESOLUTION * zb or stall >= _MAX_STALL:
             exhausted = True  # the least box is final: the bound cannot rise any more
             break
         heapq.heappop(heap)
         zm = 0.5 * (za + zb)
-        push(qa, qb, za, zm, v, s_lo, stall)
-        push(qa, qb, zm, zb, v, s_lo, stall)
+        push(qa, qb, za, zm, v, cases, stall)
+        push(qa, qb, zm, zb, v, cases, stall)
     if not heap:
         exhausted = True
     # Box values are already taken FLOAT_MARGIN low; the incumbent is a plan's own value.
     value = min(heap[0][0], ub) if heap else ub
-    boxes = tuple(Box(float(v), qa, qb, za, zb, s_lo)
-                  for v, _, qa, qb, za, zb, s_lo, _ in sorted(heap))
+    boxes = tuple(Box(float(v), qa, qb, za, zb, min(s for _, s in cases))
+                  for v, _, qa, qb, za, zb, cases, _ in sorted(heap))
     return ParametricBound(float(value), n_boxes, bx.dp_calls, time.perf_counter() - t0,
                            exhausted, boxes)
+
+
+def proves(bound: float, objective: float) -> bool:
+    """Whether ``bound`` proves a plan of ``objective`` optimal (:data:`PROOF_TOLERANCE`)."""
+    return bound >= objective * (1 - PROOF_TOLERANCE)
 
 
 def instance_bound(instance: Instance, incumbent: float | None, share: float, remaining: float,
