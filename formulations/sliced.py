@@ -43,7 +43,7 @@ from formulations.milp.symmetry import canonical_plan
 from formulations.milp.tolerances import HIGHS_TOLERANCES, MODEL_TOLERANCE, below_tolerance
 from formulations.milp.values import read_plan, start_values
 from geoplan.cost import evaluate, kernel
-from geoplan.cost.parametric import DEFAULT_SHARE, Box, instance_bound
+from geoplan.cost.parametric import DEFAULT_SHARE, Box, instance_bound, proves
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
 from geoplan.solving.core import SolveOptions, record_bound
@@ -319,6 +319,10 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     if best is None and not math.isfinite(pb.value):
         return Outcome(None, "infeasible", info=info, trace=trace,
                        message="no plan: the bound proves no stage count admits one")
+    if best is not None and proves(pb.value, best[1]):
+        # The bound reaches the start plan: it is optimal, no slice needed.
+        return Outcome(best[0], "optimal", lower_bound=min(pb.value, best[1]), trace=trace,
+                       info=info, message="the parametric bound reaches the start plan")
     slices = make_slices(pb.open_boxes, params.slices)
     inc_obj = math.inf if best is None else best[1]
     results: list[tuple[Slice, SliceResult | None]] = [(s, None) for s in slices]
