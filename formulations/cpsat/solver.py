@@ -17,6 +17,7 @@ from ortools.sat.python import cp_model
 from formulations.cpsat.build import build_model
 from formulations.cpsat.callbacks import _Recorder
 from formulations.cpsat.start import _warm_plan
+from formulations.milp.start import heuristic_start
 from geoplan.cost import evaluate, parametric
 from geoplan.cost.parametric import DEFAULT_SHARE
 from geoplan.errors import InputError, SolverError
@@ -44,6 +45,10 @@ class CpsatParams(SolverParams):
     symmetry: bool = param(True, "dominance and identical-GPU symmetry breaking")
     bounds: bool = param(True, "per-Q bottleneck and sum bounds, other redundant constraints")
     baseline_cutoff: bool = param(True, "the Metis-default plan caps the objective")
+    heuristic: bool = param(True, "the MILP's start heuristic (cheap plans, exact splits, a "
+                            "local search) as hint and objective cap")
+    heuristic_share: float = param(0.05, "budget share of that heuristic (at least 1 s, at "
+                                   "most a quarter)", at_least=0.0, at_most=1.0)
     parametric: bool = param(True, "the bottleneck-parametric bound (geoplan.cost.parametric):"
                              " a constraint on the objective, and reported when stronger")
     parametric_share: float = param(DEFAULT_SHARE,
@@ -65,6 +70,17 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         base = metis_default_plan(instance)
         if base is not None:
             uppers.append(base)
+    start: Plan | None = None
+    if params.heuristic:
+        # One thread of CP-SAT finds poor plans on large pools (geo N=128: 3x the optimum
+        # after 120 s from the Metis hint): give it the MILP's start plan instead.
+        u = instance.training.micro_batch_size
+        found = heuristic_start(instance, [p for p in options.warm_start
+                                           if p.micro_batch_size in (None, u)],
+                                params.heuristic_share, options.remaining(), options.stopped)
+        if found is not None:
+            start = found[0]
+            uppers.append(start)
     from formulations.milp import BuildAbandoned, build_checker
 
     try:
@@ -88,15 +104,25 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     }
     hint_obj: int | None = None
     hint_plan: Plan | None = None
+    # The hint: the best of the warm starts, the start heuristic's plan (built from the
+    # warm starts, so never worse) and the baseline that caps the objective, so that
+    # CP-SAT has a plan from the start.
+    warm_plan: Plan | None = None
+    warm_obj: float | None = None  # the best feasible warm start's price
     if options.warm_start:
-        hint_plan, extra = _warm_plan(built, options.warm_start)
+        warm_plan, extra = _warm_plan(built, options.warm_start)
         info.update(extra)
-        info["hint_source"] = "warm_start" if hint_plan is not None else None
-    elif base is not None:
-        # Without a warm start the baseline that caps the objective is also the hint, so
-        # that CP-SAT has a plan from the start.
-        hint_plan, _ = _warm_plan(built, (base,))
-        info["hint_source"] = "metis-default" if hint_plan is not None else None
+        warm_obj = min((e.objective for e in (_priced(instance, p) for p in options.warm_start)
+                        if e is not None), default=None)
+    candidates = [("heuristic", None if start is None else _warm_plan(built, [start])[0]),
+                  ("warm_start", warm_plan),
+                  ("metis-default", None if base is None else _warm_plan(built, [base])[0])]
+    ranked = [(evaluate(instance, plan).objective, k, name, plan)
+              for k, (name, plan) in enumerate(candidates) if plan is not None]
+    if ranked:
+        _, _, info["hint_source"], hint_plan = min(ranked)
+    elif options.warm_start:
+        info["hint_source"] = None
     if hint_plan is not None:
         hint_obj = built.add_hint(hint_plan)
     floor = -math.inf
@@ -115,6 +141,16 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
             if lb_int > 0:
                 built.model.add(built.objective >= lb_int)
                 info["parametric_cut"] = lb_int
+        hinted = None if hint_plan is None else evaluate(instance, hint_plan).objective
+        if hinted is not None and parametric.proves(floor, hinted):
+            # The bound reaches the hinted plan: it is optimal, no search needed.
+            if options.warm_start:
+                info["warm_start_accepted"] = warm_obj is not None and hinted <= warm_obj
+            lb = min(floor, hinted)
+            options.callbacks.on_improvement(options.elapsed(), hinted, lb)
+            return Outcome(hint_plan, "optimal", lower_bound=lb, info=info,
+                           trace=[TraceRow(options.elapsed(), hinted, lb)],
+                           message="the parametric bound reaches the hinted plan")
 
     solver = cp_model.CpSolver()
     p = solver.parameters
@@ -160,8 +196,12 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     info["solutions"] = rec.solutions
     info["wall_s_cpsat"] = solver.wall_time
     if options.warm_start:
+        # Accepted: CP-SAT started from the hint, which is the warm start or a plan at
+        # least as good (the start heuristic's, built from it).
+        hinted_obj = None if hint_plan is None else evaluate(instance, hint_plan).objective
         accepted = (hint_obj is not None and rec.first_objective is not None
-                    and rec.first_objective <= hint_obj)
+                    and rec.first_objective <= hint_obj and warm_obj is not None
+                    and hinted_obj is not None and hinted_obj <= warm_obj * (1 + 1e-12))
         info["warm_start_accepted"] = accepted
         if hint_plan is not None and rec.first_plan is not None:
             info["warm_start_first_is_hint"] = rec.first_plan == hint_plan

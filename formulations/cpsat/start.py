@@ -54,6 +54,8 @@ def _warm_plan(built: CpsatModel, plans: Sequence[Plan]) -> tuple[Plan | None, d
     info: dict[str, Any] = {}
     if plan != best[1]:
         info["warm_start_canonical"] = plan.to_dict()
-    if not built.is_model_feasible(plan):  # pragma: no cover - guards a model bug
-        return None, {"warm_start_reason": "warm start violates the model"}
+    if not built.is_model_feasible(plan):
+        # Also when a better plan caps the objective below it (the start heuristic's).
+        info["warm_start_reason"] = "warm start violates the model (or its objective cap)"
+        return None, info
     return plan, info
