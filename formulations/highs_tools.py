@@ -26,7 +26,11 @@ from pyomo.contrib.solver.solvers.highs import Highs as PyomoHighs
 from geoplan.errors import SolverError
 from geoplan.solving.stop import StopFlag, call_stoppable
 
-__all__ = ["HighsRun", "HighsSession", "reset_scheduler"]
+__all__ = ["DEADLINE_SLACK_S", "HighsRun", "HighsSession", "reset_scheduler"]
+
+#: How long past its deadline a run may go before the interrupt callbacks stop it
+#: (HiGHS's own time limit, set to the same moment, normally acts first).
+DEADLINE_SLACK_S = 0.5
 
 # Model statuses after which HiGHS may hold a usable incumbent but proved nothing.
 _STOPPED = {
@@ -164,6 +168,7 @@ class HighsSession:
         on_incumbent: Callable[[float, float, float], None] | None = None,
         on_bound: Callable[[float, float], None] | None = None,
         stop: StopFlag | None = None,
+        deadline: float | None = None,
     ) -> HighsRun:
         """Run HiGHS; ``on_incumbent(seconds, objective, bound)`` fires on each new
         incumbent, ``on_bound(seconds, bound)`` whenever the dual bound rises.
@@ -176,13 +181,19 @@ class HighsSession:
         IPM and MIP interrupt callbacks, so it returns with its incumbent
         (status ``stopped``, reason ``interrupted``); it is never killed mid-LP.
         The dual bound reported is the best one seen during the run.
+
+        ``deadline`` (``time.perf_counter()``): a backstop to HiGHS's own time limit,
+        which a long LP inside the MIP (a restart's root LP at N=256) was seen to
+        overrun by over a minute; past it (plus :data:`DEADLINE_SLACK_S`) the same
+        interrupt callbacks stop HiGHS.
         """
         start = time.perf_counter()
         best_bound = -math.inf
         cancel = threading.Event()
+        late_at = math.inf if deadline is None else deadline + DEADLINE_SLACK_S
 
         def user_interrupt(event: Any) -> None:
-            if cancel.is_set():
+            if cancel.is_set() or time.perf_counter() > late_at:
                 event.interrupt()
 
         def improving(event: Any) -> None:
@@ -196,7 +207,7 @@ class HighsSession:
 
         def interrupt(event: Any) -> None:
             nonlocal best_bound
-            if cancel.is_set():
+            if cancel.is_set() or time.perf_counter() > late_at:
                 event.interrupt()
             bound = float(event.data_out.mip_dual_bound)
             if math.isfinite(bound) and bound > best_bound + 1e-9 * max(1.0, abs(bound)):
@@ -207,7 +218,8 @@ class HighsSession:
         h = self.highs
         h.cbMipImprovingSolution.subscribe(improving)
         h.cbMipInterrupt.subscribe(interrupt)
-        if stop is not None:
+        watch = stop is not None or deadline is not None
+        if watch:
             h.cbSimplexInterrupt.subscribe(user_interrupt)
             h.cbIpmInterrupt.subscribe(user_interrupt)
         self.log.clear()
@@ -217,7 +229,7 @@ class HighsSession:
         finally:
             h.cbMipImprovingSolution.unsubscribe(improving)
             h.cbMipInterrupt.unsubscribe(interrupt)
-            if stop is not None:
+            if watch:
                 h.cbSimplexInterrupt.unsubscribe(user_interrupt)
                 h.cbIpmInterrupt.unsubscribe(user_interrupt)
         seconds = time.perf_counter() - start

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import multiprocessing
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -207,7 +208,7 @@ def solve_slice(instance: Instance, sl: Slice, incumbent: dict[str, Any] | None,
             vals = start_values(m, plan)
             if vals is not None:
                 session.set_start(vals)
-    run = session.run()
+    run = session.run(deadline=t0 + time_limit)
     seconds = time.perf_counter() - t0
     lower = below_tolerance(run.dual_bound) if run.dual_bound is not None else -math.inf
     if run.status == "infeasible":
@@ -241,7 +242,11 @@ def _submit_all(slices: list[Slice], instance: Instance, inc: dict[str, Any] | N
             futs = [client.submit(solve_slice, instance, sl, inc, cutoff, left, seed + k, 1,
                                   until, data, pure=False) for k, sl in enumerate(slices)]
             return list(client.gather(futs))
-    with ProcessPoolExecutor(max_workers=params.workers) as pool:
+    # Workers come from a fork server, not forks of this process: a fork inherits
+    # HiGHS's global thread pool from any earlier run here, and resetting it in the
+    # child then fails ("Invalid argument").
+    ctx = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(max_workers=params.workers, mp_context=ctx) as pool:
         fs: list[Future[SliceResult]] = [
             pool.submit(solve_slice, instance, sl, inc, cutoff, share, seed + k, 1, until, data)
             for k, sl in enumerate(slices)]

@@ -254,7 +254,7 @@ def solve_cell(pool: Pool, u: int, q: int, cutoff: float | None, seconds: float,
                             "configs": len(um.configs)}
     if start is not None:
         info["mip_start"] = _start(session, um, start)
-    run = session.run(stop=options.stop)
+    run = session.run(stop=options.stop, deadline=options.deadline)
     info.update(highs=run.reason, nodes=run.nodes)
     dual = run.dual_bound
     if run.values is None:

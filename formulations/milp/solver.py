@@ -239,7 +239,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         trace.append(TraceRow(options.elapsed(), inc, below_tolerance(bound)))
         options.callbacks.on_improvement(options.elapsed(), inc, below_tolerance(bound))
 
-    run = session.run(on_incumbent, on_bound, stop=options.stop)
+    run = session.run(on_incumbent, on_bound, stop=options.stop, deadline=options.deadline)
     info["highs"] = {
         "status": run.reason,
         "seconds": round(run.seconds, 4),
