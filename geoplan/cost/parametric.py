@@ -98,11 +98,23 @@ PROOF_TOLERANCE = 1e-9
 #: 40 s; metro lambda 1: the search ends at 29 s).
 DEFAULT_SHARE = 0.3
 _CAP_TOL = 1e-12
-#: Boxes narrower than this (relative Z width) are not split further.
-_Z_RESOLUTION = 1e-10
+#: Boxes narrower than this (relative Z width) are not split further; the finer one
+#: only once the box's bound is within _NEAR of the incumbent, where the last digits
+#: decide a proof (PROOF_TOLERANCE); elsewhere the coarse one bounds the work.
+_Z_RESOLUTION = 1e-6
+_Z_RESOLUTION_NEAR = 1e-10
+_NEAR = 1e-6
 #: A box whose last splits (this many in a row) raised no bound is not split further.
 _MAX_STALL = 6
 _STALL_TOL = 1e-9
+#: A split raises the bound when it closes this share of the gap to the incumbent, or
+#: without one, this relative amount.
+_GAIN_SHARE = 1e-3
+#: At most this many Q splits of stalled boxes per search: a few close a weak
+#: stage-count multiplier; a bound that rises only by sweeping Z (lambda = 0, small M)
+#: would otherwise keep splitting until its deadline.
+_MAX_Q_SPLITS = 64
+_STALL_TOL_FREE = 1e-6
 
 # Roles: (kind of the send back, kind of the send forward); 0 none, 1 intra, 2 inter.
 _ROLE_PREV = np.array([1, 0, 2, 1, 1, 0, 0, 2, 2], np.int64)
@@ -493,7 +505,11 @@ def parametric_bound(
         v = min(b for b, _ in cases)
         # Splits that never raise the bound (a plateau, e.g. lambda = 0 where Z hardly
         # matters) would go on to the resolution in every box: count them.
-        stall = stall + 1 if v <= parent + _STALL_TOL * abs(parent) else 0
+        # A rise counts when it closes a share of the gap to the incumbent (a bound that
+        # creeps up by ever smaller steps, e.g. lambda = 0, stalls too).
+        gain = _GAIN_SHARE * (ub - parent) if math.isfinite(ub) and math.isfinite(parent) \
+            else _STALL_TOL_FREE * abs(parent)
+        stall = stall + 1 if v <= parent + max(gain, _STALL_TOL * abs(parent)) else 0
         v = max(v, parent)
         n_boxes += 1
         if v < ub:
@@ -502,21 +518,33 @@ def parametric_bound(
 
     push(1, bx.q_max, z_lo, z_hi)
     exhausted = False
+    q_splits = 0  # Q splits of stalled boxes so far
     while heap:
         if (deadline is not None and time.perf_counter() >= deadline) or (
                 max_boxes is not None and n_boxes >= max_boxes) or (stop is not None and stop()):
             break
         v, _, qa, qb, za, zb, cases, stall = heap[0]
-        # A Q range stalled on Z (its multiplier bound does not rise) is split on Q:
-        # each part's stage-count relaxation is tighter.
-        if qa < qb and (bx.caps_differ(qa, qb) or stall >= _MAX_STALL
-                        or zb - za <= _Z_RESOLUTION * zb):
+        if qa < qb and bx.caps_differ(qa, qb):
             heapq.heappop(heap)
             qm = (qa + qb) // 2
             push(qa, qm, za, zb, v, cases)
             push(qm + 1, qb, za, zb, v, cases)
             continue
-        if zb - za <= _Z_RESOLUTION * zb or stall >= _MAX_STALL:
+        near = math.isfinite(ub) and v >= ub * (1 - _NEAR)
+        final_width = (_Z_RESOLUTION_NEAR if near else _Z_RESOLUTION) * zb
+        if qa < qb and (stall >= _MAX_STALL or zb - za <= final_width) \
+                and q_splits < _MAX_Q_SPLITS:
+            q_splits += 1
+            # A Q range stalled on Z (its multiplier bound does not rise) is split on Q:
+            # each part's stage-count relaxation is tighter. The stall count is kept, so
+            # a true plateau (M = 1, or lambda = 0) ends after log2(Q) such splits
+            # instead of starting over in every part.
+            heapq.heappop(heap)
+            qm = (qa + qb) // 2
+            push(qa, qm, za, zb, v, cases, stall)
+            push(qm + 1, qb, za, zb, v, cases, stall)
+            continue
+        if zb - za <= final_width or stall >= _MAX_STALL:
             exhausted = True  # the least box is final: the bound cannot rise any more
             break
         heapq.heappop(heap)
