@@ -110,11 +110,11 @@ _STALL_TOL = 1e-9
 #: A split raises the bound when it closes this share of the gap to the incumbent, or
 #: without one, this relative amount.
 _GAIN_SHARE = 1e-3
+_STALL_TOL_FREE = 1e-6
 #: At most this many Q splits of stalled boxes per search: a few close a weak
 #: stage-count multiplier; a bound that rises only by sweeping Z (lambda = 0, small M)
 #: would otherwise keep splitting until its deadline.
 _MAX_Q_SPLITS = 64
-_STALL_TOL_FREE = 1e-6
 
 # Roles: (kind of the send back, kind of the send forward); 0 none, 1 intra, 2 inter.
 _ROLE_PREV = np.array([1, 0, 2, 1, 1, 0, 0, 2, 2], np.int64)
@@ -504,9 +504,9 @@ def parametric_bound(
         cases = bx.evaluate(qa, qb, za, zb, cases, ub)
         v = min(b for b, _ in cases)
         # Splits that never raise the bound (a plateau, e.g. lambda = 0 where Z hardly
-        # matters) would go on to the resolution in every box: count them.
-        # A rise counts when it closes a share of the gap to the incumbent (a bound that
-        # creeps up by ever smaller steps, e.g. lambda = 0, stalls too).
+        # matters) would go on to the resolution in every box: count them. A rise counts
+        # when it closes a share of the gap to the incumbent, so a bound creeping up by
+        # ever smaller steps stalls too.
         gain = _GAIN_SHARE * (ub - parent) if math.isfinite(ub) and math.isfinite(parent) \
             else _STALL_TOL_FREE * abs(parent)
         stall = stall + 1 if v <= parent + max(gain, _STALL_TOL * abs(parent)) else 0
