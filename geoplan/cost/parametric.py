@@ -44,10 +44,30 @@ send alone takes most of a stage time). A run of two or more GPUs has its
 two ends on distinct GPUs and its middles in between; a one-GPU run is one
 GPU holding both ends, so middles on a site need a run of two or more GPUs.
 
+After the joins, a GPU holding both an S and an X end (a one-GPU S..X run)
+is the only GPU its site uses: a site with F or L has no S..X run left, and
+one without has a single run. The DP seals such a site.
+
 An exact DP over GPUs (grouped by site) with state (layers placed, the
 site's mask of run ends and whether middles have a run to sit in,
 first/last placed) solves each case; each GPU's cost is linear in its layer
 count, so each transition is a sliding-window minimum (O(L)).
+
+**Transition potentials.** Pricing each inter-site send at its GPU's
+cheapest inter-site link ignores where the plan goes: the send forward of a
+run ending at site a and the send back of the run starting at site b are
+one round trip ``c(g->h) + c(h->g)``, at least ``trip(a, b)``. Per site, a
+potential ``alpha_a`` for an X end and ``beta_a`` for an S end, with
+``alpha_a + beta_b <= trip(a, b)`` for all linked a != b, price the
+stage-time sum no higher than any plan's: each transition pays at most its
+round trip. The joins above stay free when every potential is at least the
+site's floor (the largest second-cheapest link of its GPUs): a joined X or
+S end then becomes intra-site sends priced no higher. Stage caps keep the
+cheapest-link prices (a stage's own sends). Any admissible potentials give
+a valid bound; :meth:`_Boxes.tune_potentials` picks them for the least box
+by Kelley's cutting planes (the minimiser's X and S ends per site are the
+supergradient), and the search re-prices each box as it comes up, keeping
+the better of its old and new bounds.
 
 **Stage count.** The box's Q range enters by Lagrange multiplier: with a
 price ``mu`` per stage, ``V(mu) = min (cost + mu k)`` over configurations of
@@ -115,11 +135,20 @@ _STALL_TOL_FREE = 1e-6
 #: stage-count multiplier; a bound that rises only by sweeping Z (lambda = 0, small M)
 #: would otherwise keep splitting until its deadline.
 _MAX_Q_SPLITS = 64
+_Q_STALL = 3
+#: Kelley iterations of :meth:`_Boxes.tune_potentials`, and the relative rise of the
+#: cutting-plane model below which it stops.
+_KELLEY_ITERS = 12
+_KELLEY_TOL = 1e-7
+#: At most this many tuning rounds per search.
+_TUNE_ROUNDS = 8
 
 # Roles: (kind of the send back, kind of the send forward); 0 none, 1 intra, 2 inter.
 _ROLE_PREV = np.array([1, 0, 2, 1, 1, 0, 0, 2, 2], np.int64)
 _ROLE_NEXT = np.array([1, 1, 1, 0, 2, 0, 2, 0, 2], np.int64)
 N_ROLES = 9
+#: The DP slot of a site sealed by a one-GPU S..X run (after the 48 slots 3 m + f).
+_SEALED = 48
 
 # The two plan cases, as (roles used, masks a site may close with); masks:
 # bit 0 first, bit 1 last, bit 2 inter-site start, bit 3 inter-site end.
@@ -151,9 +180,79 @@ def role_prices(comm: np.ndarray, cluster: np.ndarray) -> np.ndarray:
     return out
 
 
+def _site_links(comm: np.ndarray, cluster: np.ndarray) -> tuple[np.ndarray, np.ndarray,
+                                                                   np.ndarray]:
+    """Per site pair the least round trip ``c(g->h) + c(h->g)`` (inf: no pair linked both
+    ways), per site the floor its potentials keep (the largest second-cheapest link of
+    its GPUs) and the site index of each GPU (0..S-1)."""
+    sites, idx = np.unique(np.asarray(cluster), return_inverse=True)
+    n_s = sites.size
+    both = np.isfinite(comm) & np.isfinite(comm.T)
+    np.fill_diagonal(both, False)
+    trip = np.where(both, comm + comm.T, _INF)
+    t = np.full((n_s, n_s), _INF)
+    lo = np.zeros(n_s)
+    for a in range(n_s):
+        ga = idx == a
+        for b in range(n_s):
+            if a != b:
+                t[a, b] = float(np.min(trip[np.ix_(ga, idx == b)], initial=_INF))
+        for g in np.nonzero(ga)[0]:
+            d = np.sort(comm[g, both[g]])
+            lo[a] = max(lo[a], d[1] if d.size >= 2 else (d[0] if d.size else 0.0))
+    return t, lo, idx
+
+
+def _kelley_point(trip: np.ndarray, lo: np.ndarray, pairs: list[tuple[int, int]],
+                  cuts: list[tuple[float, np.ndarray, np.ndarray]]
+                  ) -> tuple[float, np.ndarray] | None:
+    """The next potentials of Kelley's method: max theta s.t. theta <= v_k + g_k (p - p_k)
+    over admissible potentials (:func:`potential_prices`); (theta, p) or None. The point
+    is made exactly admissible (the LP's tolerance may leave a hair above a side)."""
+    from ortools.linear_solver import pywraplp
+
+    n_s = trip.shape[0]
+    solver = pywraplp.Solver.CreateSolver("GLOP")
+    big = float(np.max(np.where(np.isfinite(trip), trip, 0.0), initial=0.0)) + 1.0
+    p = [solver.NumVar(float(lo[k % n_s]), big, "") for k in range(2 * n_s)]
+    theta = solver.NumVar(-solver.infinity(), solver.infinity(), "")
+    for a, b in pairs:
+        solver.Add(p[a] + p[n_s + b] <= float(trip[a, b]))
+    for v, g, pk in cuts:
+        solver.Add(theta <= float(v) + sum(float(g[k]) * (p[k] - float(pk[k]))
+                                           for k in range(2 * n_s) if g[k]))
+    solver.Maximize(theta)
+    if solver.Solve() != pywraplp.Solver.OPTIMAL:
+        return None
+    out = np.maximum(np.array([x.solution_value() for x in p]), np.concatenate([lo, lo]))
+    for a, b in pairs:
+        over = out[a] + out[n_s + b] - trip[a, b]
+        if over > 0:
+            out[n_s + b] -= over
+    if np.any(out[n_s:] < lo) or any(out[a] + out[n_s + b] > trip[a, b] for a, b in pairs):
+        return None
+    return float(theta.solution_value()), out
+
+
+def potential_prices(comm: np.ndarray, cluster: np.ndarray, alpha: np.ndarray,
+                     beta: np.ndarray) -> np.ndarray:
+    """:func:`role_prices` with each inter-site send priced by its site's potential."""
+    _, _, idx = _site_links(comm, cluster)
+    out = role_prices(comm, cluster).copy()
+    n = comm.shape[0]
+    for g in range(n):
+        c_in = out[g, 1]
+        a, b = alpha[idx[g]], beta[idx[g]]
+        fin = np.isfinite(out[g])
+        new = np.array([out[g, 0], c_in, b + c_in, c_in, c_in + a, 0.0, a, b, a + b])
+        out[g] = np.where(fin, new, _INF)
+    return out
+
+
 @njit(cache=True)
-def _window(src, srck, dst, dstk, L, cap, sigma, kappa, dq):  # pragma: no cover - compiled
-    """dst[l] = min(dst[l], kappa + sigma l + min_{l-cap <= m <= l-1} (src[m] - sigma m)), k + 1.
+def _window(src, srck, srce, dst, dstk, dste, L, cap, sigma, kappa, dq):  # pragma: no cover
+    """dst[l] = min(dst[l], kappa + sigma l + min_{l-cap <= m <= l-1} (src[m] - sigma m)), k + 1
+    (and the argmin's ends code carried along).
 
     ``dq``: scratch of at least L + 1 integers (the monotone queue).
     """
@@ -176,12 +275,16 @@ def _window(src, srck, dst, dstk, L, cap, sigma, kappa, dq):  # pragma: no cover
             if val < dst[ell]:
                 dst[ell] = val
                 dstk[ell] = srck[b] + 1
+                dste[ell] = srce[b]
 
 
 @njit(cache=True)
-def _relaxation_dp(L, order, site_last, comp, prices, capmid, caplast, z_hi, o,
-                   ws, wp, wd, idle, dyn, mu, role_on, close_ok):  # pragma: no cover - compiled
-    """min over role configurations of sum (ws tau + wp idle + wd dyn c n + mu); (value, k).
+def _relaxation_dp(L, order, site_last, site_pow, comp, prices, cprices, capmid, caplast,
+                   z_hi, o, ws, wp, wd, idle, dyn, mu, role_on,
+                   close_ok):  # pragma: no cover - compiled
+    """min over role configurations of sum (ws tau + wp idle + wd dyn c n + mu); (value, k,
+    ends code: the sum over sites of the minimiser's inter-site ends there times
+    ``site_pow`` of the site's last position).
 
     State: layers placed, the site's slot ``3 m + f`` and the first/last flags
     gl (bit 0 first placed, bit 1 last placed). ``m`` is the mask of run ends
@@ -192,13 +295,15 @@ def _relaxation_dp(L, order, site_last, comp, prices, capmid, caplast, z_hi, o,
     roles with ``role_on`` are used; a site closes with mask m only if
     ``close_ok[m]`` and f != 1.
     """
-    n_slot = 48
+    n_slot = _SEALED + 1
     n_st = n_slot * 4
     V = np.full((n_st, L + 1), np.inf)
     K = np.zeros((n_st, L + 1), np.int64)
+    E = np.zeros((n_st, L + 1), np.int64)
     V[0, 0] = 0.0
     W = V.copy()
     KW = K.copy()
+    EW = E.copy()
     dq = np.empty(L + 1, np.int64)
     # Rows that may hold a finite value, in V (alive) and in W (nalive); all others are inf.
     alive = np.zeros(n_st, np.bool_)
@@ -210,6 +315,7 @@ def _relaxation_dp(L, order, site_last, comp, prices, capmid, caplast, z_hi, o,
             if alive[s] or nalive[s]:
                 W[s, :] = V[s, :]
                 KW[s, :] = K[s, :]
+                EW[s, :] = E[s, :]
             nalive[s] = alive[s]
         c = comp[g]
         sigma = (ws + wd * dyn[g]) * c
@@ -234,7 +340,7 @@ def _relaxation_dp(L, order, site_last, comp, prices, capmid, caplast, z_hi, o,
                 cap = L
             if cap < 1:
                 continue
-            kappa = ws * (price + o) + wp * idle[g] + mu
+            kappa = ws * (cprices[g, r] + o) + wp * idle[g] + mu
             bits = 0
             if pk == 0:
                 bits |= 1
@@ -246,7 +352,10 @@ def _relaxation_dp(L, order, site_last, comp, prices, capmid, caplast, z_hi, o,
                 bits |= 8
             middle = pk == 1 and nk == 1
             multi = (pk == 1) != (nk == 1)  # an end of a run of two or more GPUs
-            for slot in range(n_slot):
+            sealed = pk == 2 and nk == 2  # a one-GPU S..X run: the site's only GPU
+            for slot in range(_SEALED):
+                if sealed and slot != 0:
+                    break
                 m = slot // 3
                 f = slot - 3 * m
                 if m & bits:
@@ -256,7 +365,7 @@ def _relaxation_dp(L, order, site_last, comp, prices, capmid, caplast, z_hi, o,
                     nf = 2
                 elif middle and f == 0:
                     nf = 1
-                nslot = 3 * (m | bits) + nf
+                nslot = _SEALED if sealed else 3 * (m | bits) + nf
                 for gl in range(4):
                     s = slot * 4 + gl
                     if not alive[s]:
@@ -271,15 +380,17 @@ def _relaxation_dp(L, order, site_last, comp, prices, capmid, caplast, z_hi, o,
                             continue
                         ngl |= 2
                     t = nslot * 4 + ngl
-                    _window(V[s], K[s], W[t], KW[t], L, cap, sigma, kappa, dq)
+                    _window(V[s], K[s], E[s], W[t], KW[t], EW[t], L, cap, sigma, kappa, dq)
                     nalive[t] = True
         V, W = W, V
         K, KW = KW, K
+        E, EW = EW, E
         alive, nalive = nalive, alive
         if site_last[pos]:
             for slot in range(1, n_slot):
-                m = slot // 3
-                ok = close_ok[m] and slot - 3 * m != 1
+                m = 12 if slot == _SEALED else slot // 3
+                ok = close_ok[m] and (slot == _SEALED or slot - 3 * m != 1)
+                ends = site_pow[pos] * (((m >> 2) & 1) + 2 * ((m >> 3) & 1))
                 for gl in range(4):
                     s = slot * 4 + gl
                     if not alive[s]:
@@ -289,10 +400,11 @@ def _relaxation_dp(L, order, site_last, comp, prices, capmid, caplast, z_hi, o,
                             if V[s, ell] < V[gl, ell]:
                                 V[gl, ell] = V[s, ell]
                                 K[gl, ell] = K[s, ell]
+                                E[gl, ell] = E[s, ell] + ends
                         alive[gl] = True
                     V[s, :] = np.inf
                     alive[s] = False
-    return V[3, L], K[3, L]
+    return V[3, L], K[3, L], E[3, L]
 
 
 @dataclass(frozen=True)
@@ -319,6 +431,8 @@ class ParametricBound:
     exhausted: bool  #: the least open box is final (or every box is above the incumbent)
     #: The open boxes, least bound first: every plan better than the incumbent lies in one.
     open_boxes: tuple[Box, ...] = ()
+    #: What tuning the transition potentials did (None: not tried).
+    potentials: dict[str, object] | None = None
 
     @property
     def floor(self) -> float:
@@ -327,8 +441,12 @@ class ParametricBound:
 
     def summary(self) -> dict[str, object]:
         """What a solver reports of the search in its info."""
-        return {"bound": self.value, "seconds": round(self.seconds, 3), "boxes": self.boxes,
-                "open_boxes": len(self.open_boxes), "exhausted": self.exhausted}
+        out: dict[str, object] = {
+            "bound": self.value, "seconds": round(self.seconds, 3), "boxes": self.boxes,
+            "open_boxes": len(self.open_boxes), "exhausted": self.exhausted}
+        if self.potentials is not None:
+            out["potentials"] = self.potentials
+        return out
 
 
 class _Boxes:
@@ -348,7 +466,21 @@ class _Boxes:
         self.order = np.argsort(cl, kind="stable").astype(np.int64)
         ordered = cl[self.order]
         self.site_last = np.append(ordered[1:] != ordered[:-1], True)
-        self.prices = role_prices(np.asarray(c.comm_ms, np.float64), cl)
+        # The ends code's place value per position: 4 ** (site index), 0 with too many
+        # sites for an int64 code (the code then says nothing).
+        _, site_idx = np.unique(ordered, return_inverse=True)
+        self.n_sites = int(site_idx.max()) + 1 if site_idx.size else 0
+        self.site_pow = (4 ** site_idx.astype(np.int64) if self.n_sites <= 31
+                         else np.zeros(ordered.size, np.int64))
+        self.code = 0  # the ends code of the minimiser of the last :meth:`_lagrange`
+        self.comm = np.asarray(c.comm_ms, np.float64)
+        self.cluster = cl
+        # Stage caps use ``prices``; the stage-time sum uses ``cost_prices``, the same
+        # until transition potentials are tuned (:meth:`tune_potentials`).
+        self.prices = role_prices(self.comm, cl)
+        self.cost_prices = self.prices
+        self.tuning = [0.0, 0.0, 0.0]  # rounds that raised a bound, iterations, seconds
+        self.pi: np.ndarray | None = None  # the potentials (alpha, beta) in use
         self.mid, self.last = bounds.layer_cap_table(c, self.L, self.q_max)
         relax = bounds.Relaxation.from_coefficients(c, self.L, cl, self.q_max)
         worst = bounds.tmax_worst(float(np.max(self.comp)), float(np.max(
@@ -361,6 +493,78 @@ class _Boxes:
         self.idle_scale = float(np.median(self.idle))
         self.dp_calls = 0
 
+    def tune_potentials(self, qa: int, qb: int, za: float, zb: float,
+                        deadline: float | None) -> bool:
+        """Choose transition potentials that raise the multi-site S bound of one box
+        (Kelley's cutting planes on the concave dual; the minimiser's inter-site ends per
+        site are the supergradient) and price with them from now on. False (nothing
+        changed) when no potentials are admissible or none raises the bound."""
+        t_start = time.perf_counter()
+        trip, lo, _ = _site_links(self.comm, self.cluster)
+        n_s = trip.shape[0]
+        pairs = [(a, b) for a in range(n_s) for b in range(n_s)
+                 if a != b and math.isfinite(trip[a, b])]
+        if any(lo[a] + lo[b] > trip[a, b] for a, b in pairs):
+            return False
+        if self.pi is None:
+            # Start from the floors raised to each site's cheapest one-way link where
+            # that stays admissible (the plain prices, in potential form).
+            x = np.array([np.min(self.prices[self.cluster == k, 6]) for k in range(n_s)])
+            start = np.maximum(np.where(np.isfinite(x), x, lo), lo)
+            if any(start[a] + start[b] > trip[a, b] for a, b in pairs):
+                start = lo.copy()
+            self.pi = np.concatenate([start, start])  # alpha (forward), beta (back)
+        pi = self.pi
+
+        def value(p: np.ndarray) -> tuple[float, np.ndarray]:
+            self.cost_prices = potential_prices(self.comm, self.cluster, p[:n_s], p[n_s:])
+            v = self._lagrange(qa, qb, zb, 1.0, 0.0, 0.0, self.mu_scale, 1)
+            code, g = self.code, np.zeros(2 * n_s)
+            for k in range(n_s):
+                e, code = code % 4, code // 4
+                g[k], g[n_s + k] = e >> 1, e & 1  # X ends (alpha), S ends (beta)
+            return v, g
+
+        base_prices = self.cost_prices
+        v0, g0 = value(pi)
+        if not math.isfinite(v0):
+            self.cost_prices = base_prices
+            return False
+        best_v, best_pi, cuts = v0, pi, [(v0, g0, pi)]
+        iters = 0
+        while iters < _KELLEY_ITERS:
+            iters += 1
+            if deadline is not None and time.perf_counter() >= deadline:
+                break
+            nxt = _kelley_point(trip, lo, pairs, cuts)
+            if nxt is None:
+                break
+            theta, pi = nxt
+            if theta <= best_v + _KELLEY_TOL * max(abs(best_v), 1.0):
+                break
+            v, g = value(pi)
+            cuts.append((v, g, pi))
+            if v > best_v:
+                best_v, best_pi = v, pi
+        gained = best_v > v0 + _KELLEY_TOL * max(abs(v0), 1.0)
+        self.cost_prices = base_prices
+        if gained:
+            self.pi = best_pi
+            self.cost_prices = potential_prices(self.comm, self.cluster, best_pi[:n_s],
+                                                best_pi[n_s:])
+        self.tuning[0] += gained
+        self.tuning[1] += iters
+        self.tuning[2] += time.perf_counter() - t_start
+        return gained
+
+    @property
+    def potentials_summary(self) -> dict[str, object] | None:
+        """Tuning rounds that raised a bound, Kelley iterations, seconds (None: untried)."""
+        if not self.tuning[1]:
+            return None
+        return {"rounds": int(self.tuning[0]), "iterations": int(self.tuning[1]),
+                "seconds": round(self.tuning[2], 3)}
+
     def zmin(self, qa: int, qb: int) -> float:
         """The least bottleneck any plan with Q in [qa, qb] has (inf: none)."""
         return min((self.tlb[q] for q in range(qa, qb + 1) if q in self.tlb), default=_INF)
@@ -369,26 +573,30 @@ class _Boxes:
         return bool(np.any(self.mid[qa] != self.mid[qb]) or np.any(self.last[qa] != self.last[qb]))
 
     def _dp(self, qa: int, z_hi: float, ws: float, wp: float, wd: float,
-            mu: float, case: int) -> tuple[float, int]:
+            mu: float, case: int) -> tuple[float, int, int]:
         self.dp_calls += 1
         roles, close = _CASES[case]
-        v, k = _relaxation_dp(self.L, self.order, self.site_last, self.comp, self.prices,
-                              self.mid[qa], self.last[qa], z_hi, self.o, ws, wp, wd,
-                              self.idle, self.dyn, mu, roles, close)
-        return float(v), int(k)
+        v, k, code = _relaxation_dp(self.L, self.order, self.site_last, self.site_pow,
+                                    self.comp, self.prices, self.cost_prices, self.mid[qa],
+                                    self.last[qa], z_hi, self.o, ws, wp, wd, self.idle,
+                                    self.dyn, mu, roles, close)
+        return float(v), int(k), int(code)
 
     def _lagrange(self, qa: int, qb: int, z_hi: float, ws: float, wp: float, wd: float,
                   scale: float, case: int) -> float:
         """max over mu of V(mu) - mu (qb if mu >= 0 else qa): a bound for k in [qa, qb]."""
-        v, k = self._dp(qa, z_hi, ws, wp, wd, 0.0, case)
+        v, k, self.code = self._dp(qa, z_hi, ws, wp, wd, 0.0, case)
         if not math.isfinite(v) or qa <= k <= qb:
             return v
         best = v
         sign = 1.0 if k > qb else -1.0
 
         def val(mu: float) -> tuple[float, int]:
-            vv, kk = self._dp(qa, z_hi, ws, wp, wd, mu, case)
-            return vv - mu * (qb if mu >= 0 else qa), kk
+            vv, kk, code = self._dp(qa, z_hi, ws, wp, wd, mu, case)
+            lv = vv - mu * (qb if mu >= 0 else qa)
+            if lv > best:
+                self.code = code
+            return lv, kk
 
         lo, hi = 0.0, None
         step = scale
@@ -468,6 +676,7 @@ def parametric_bound(
     deadline: float | None = None,
     max_boxes: int | None = None,
     stop: Callable[[], bool] | None = None,
+    potentials: bool = True,
 ) -> ParametricBound:
     """The best-first box search of the module docstring; a proven bound on ``a T + b E``.
 
@@ -475,8 +684,12 @@ def parametric_bound(
     closed, and Z is capped by what such a plan allows). Stops at
     ``deadline`` (``time.perf_counter()``), after ``max_boxes`` box
     evaluations (a deterministic stop), when ``stop()`` is true, or when no
-    open box can be refined. The value returned is always proven: the minimum
-    over the open boxes (and the incumbent, if every box reached it).
+    open box can be refined. Once the least box is final, or half the
+    deadline or box budget is spent, the transition potentials are tuned on
+    the least box (``potentials``; see :func:`tune_potentials`) and the
+    search goes on with them, re-pricing each box as it comes up. The value
+    returned is always proven: the minimum over the open boxes (and the
+    incumbent, if every box reached it).
     """
     t0 = time.perf_counter()
     bx = _Boxes(c, layers, cluster, weights)
@@ -491,10 +704,12 @@ def parametric_bound(
     if not math.isfinite(z_lo) or z_lo > z_hi:
         val = ub if math.isfinite(ub) else _INF
         return ParametricBound(val, 0, 0, time.perf_counter() - t0, True)
+    # Entries: (bound, tie, qa, qb, za, zb, per-case bounds, stall, price version).
     heap: list[tuple[float, int, int, int, float, float, tuple[tuple[float, float], ...],
-                     int]] = []
+                     int, int]] = []
     counter = 0
     n_boxes = 0
+    version = 0  # bumped when the potentials change: older entries are re-priced
 
     def push(qa: int, qb: int, za: float, zb: float, parent: float = -_INF,
              cases: tuple[tuple[float, float], ...] | None = None, stall: int = 0) -> None:
@@ -514,16 +729,38 @@ def parametric_bound(
         n_boxes += 1
         if v < ub:
             counter += 1
-            heapq.heappush(heap, (v, counter, qa, qb, za, zb, cases, stall))
+            heapq.heappush(heap, (v, counter, qa, qb, za, zb, cases, stall, version))
+
+    def halfway() -> bool:
+        if deadline is not None and time.perf_counter() >= t0 + 0.5 * (deadline - t0):
+            return True
+        return max_boxes is not None and n_boxes >= max_boxes // 2
 
     push(1, bx.q_max, z_lo, z_hi)
     exhausted = False
+    # Tuning rounds left: one at halfway or once the least box is final, then one more
+    # each time a least box is final again (each round re-prices only what comes up).
+    tunes = 0 if not potentials or bx.n_sites < 2 or bx.site_pow[-1] == 0 else _TUNE_ROUNDS
     q_splits = 0  # Q splits of stalled boxes so far
     while heap:
         if (deadline is not None and time.perf_counter() >= deadline) or (
                 max_boxes is not None and n_boxes >= max_boxes) or (stop is not None and stop()):
             break
-        v, _, qa, qb, za, zb, cases, stall = heap[0]
+        v, _, qa, qb, za, zb, cases, stall, ver = heap[0]
+        if ver < version:
+            # Priced before the potentials changed: only the multi-site case can move.
+            heapq.heappop(heap)
+            (b0, s0), (b1, s1) = cases
+            if b1 <= b0 and b1 < ub:
+                nb, ns = bx._evaluate_case(qa, qb, za, zb, s1, 1)
+                cases = ((b0, s0), (max(nb, b1), ns))
+            nv = max(v, min(b for b, _ in cases))
+            if nv < ub:
+                counter += 1
+                heapq.heappush(heap, (nv, counter, qa, qb, za, zb, cases,
+                                      0 if nv > v else stall, version))
+            continue
+        final = False
         if qa < qb and bx.caps_differ(qa, qb):
             heapq.heappop(heap)
             qm = (qa + qb) // 2
@@ -541,10 +778,18 @@ def parametric_bound(
             # instead of starting over in every part.
             heapq.heappop(heap)
             qm = (qa + qb) // 2
-            push(qa, qm, za, zb, v, cases, stall)
-            push(qm + 1, qb, za, zb, v, cases, stall)
+            push(qa, qm, za, zb, v, cases, _Q_STALL)
+            push(qm + 1, qb, za, zb, v, cases, _Q_STALL)
             continue
-        if zb - za <= final_width or stall >= _MAX_STALL:
+        final = zb - za <= final_width or stall >= _MAX_STALL
+        if tunes and (final or (tunes == _TUNE_ROUNDS and halfway())):
+            tunes -= 1
+            if cases[1][0] <= cases[0][0] and bx.tune_potentials(qa, qb, za, zb, deadline):
+                version += 1
+                continue
+            if final:
+                tunes = 0
+        if final:
             exhausted = True  # the least box is final: the bound cannot rise any more
             break
         heapq.heappop(heap)
@@ -556,9 +801,9 @@ def parametric_bound(
     # Box values are already taken FLOAT_MARGIN low; the incumbent is a plan's own value.
     value = min(heap[0][0], ub) if heap else ub
     boxes = tuple(Box(float(v), qa, qb, za, zb, min(s for _, s in cases))
-                  for v, _, qa, qb, za, zb, cases, _ in sorted(heap))
+                  for v, _, qa, qb, za, zb, cases, _, _ in sorted(heap))
     return ParametricBound(float(value), n_boxes, bx.dp_calls, time.perf_counter() - t0,
-                           exhausted, boxes)
+                           exhausted, boxes, bx.potentials_summary)
 
 
 def proves(bound: float, objective: float) -> bool:

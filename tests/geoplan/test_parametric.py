@@ -17,7 +17,15 @@ import reference_model as ref
 
 from geoplan.cost import bounds
 from geoplan.cost.evaluate import Evaluator
-from geoplan.cost.parametric import N_ROLES, parametric_bound, proves, role_prices
+from geoplan.cost.parametric import (
+    N_ROLES,
+    _kelley_point,
+    _site_links,
+    parametric_bound,
+    potential_prices,
+    proves,
+    role_prices,
+)
 from geoplan.model import generators
 from geoplan.model.instance import Instance
 from geoplan.solving.core import solve
@@ -134,3 +142,55 @@ def test_bound_reaches_the_optimum_on_small_geo_pools(seed: int, n: int) -> None
                           max_boxes=2000)
     assert pb.value <= res.objective
     assert proves(pb.value, res.objective), (pb.value, res.objective)
+
+
+@pytest.mark.parametrize(("n", "seed", "lam"), [(6, 0, 1.0), (6, 4, 0.5), (6, 5, 1.0),
+                                                (8, 4, 1.0), (8, 1, 0.5), (10, 2, 1.0)])
+def test_transition_potentials_stay_below_the_optimum(n: int, seed: int, lam: float) -> None:
+    """metro pools where tuning the potentials raised a box: still at most B&B's optimum,
+    and at least the bound with cheapest-link prices (measured on these pools)."""
+    inst = Instance.from_dict(generators.by_family("metro", n, n + 2, seed, lam=lam))
+    ev = Evaluator(inst)
+    res = solve(inst, "bnb", seed=1, time_limit=600, threads=1, params={"parametric": False})
+    assert res.status == "optimal" and res.objective is not None
+    args = (inst.coefficients(), inst.layers, bounds.clusters(inst), ev.weights)
+    pb = parametric_bound(*args, max_boxes=2000)
+    plain = parametric_bound(*args, max_boxes=2000, potentials=False)
+    assert pb.potentials is not None and pb.potentials["rounds"] >= 1
+    assert plain.potentials is None
+    assert pb.value <= res.objective * (1 + 1e-12)
+    assert pb.value >= plain.value
+
+
+def test_kelley_points_are_admissible_potentials() -> None:
+    """Whatever the cuts, the next potentials keep alpha_a + beta_b <= trip(a, b) and the
+    floors, exactly (the bound's validity rests on it)."""
+    inst = Instance.from_dict(generators.by_family("metro", 24, 24, 3))
+    comm = np.asarray(inst.coefficients().comm_ms, np.float64)
+    trip, lo, _ = _site_links(comm, bounds.clusters(inst))
+    n_s = trip.shape[0]
+    pairs = [(a, b) for a in range(n_s) for b in range(n_s) if a != b]
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        cuts = [(float(rng.uniform(0, 50)), rng.integers(0, 2, 2 * n_s).astype(float),
+                 np.concatenate([lo, lo])) for _ in range(int(rng.integers(1, 5)))]
+        point = _kelley_point(trip, lo, pairs, cuts)
+        assert point is not None
+        _, p = point
+        assert np.all(p[:n_s] >= lo) and np.all(p[n_s:] >= lo)
+        assert all(p[a] + p[n_s + b] <= trip[a, b] for a, b in pairs)
+
+
+def test_potential_prices_price_inter_sends_by_site() -> None:
+    inf = math.inf
+    comm = np.array([[inf, 1.0, 5.0, 7.0],
+                     [1.0, inf, 6.0, inf],
+                     [5.0, 6.0, inf, 2.0],
+                     [7.0, inf, 2.0, inf]])
+    cluster = np.array([0, 0, 1, 1])
+    p = potential_prices(comm, cluster, np.array([2.5, 3.0]), np.array([1.5, 2.0]))
+    base = role_prices(comm, cluster)
+    # GPU 0 (site 0, alpha 2.5, beta 1.5): intra parts as before, inter parts the potentials.
+    assert list(p[0]) == [6.0, 1.0, 2.5, 1.0, 3.5, 0.0, 2.5, 1.5, 4.0]
+    # Roles a GPU cannot take stay impossible (GPU 1: one inter link, no two inter sends).
+    assert p[1, 8] == inf and base[1, 8] == inf
