@@ -473,6 +473,7 @@ class _Boxes:
         self.site_pow = (4 ** site_idx.astype(np.int64) if self.n_sites <= 31
                          else np.zeros(ordered.size, np.int64))
         self.code = 0  # the ends code of the minimiser of the last :meth:`_lagrange`
+        self.last_ws = 1.0  # the stage-time weight of the last DP of :meth:`_evaluate_case`
         self.comm = np.asarray(c.comm_ms, np.float64)
         self.cluster = cl
         # Stage caps use ``prices``; the stage-time sum uses ``cost_prices``, the same
@@ -517,13 +518,16 @@ class _Boxes:
         pi = self.pi
 
         def value(p: np.ndarray) -> tuple[float, np.ndarray]:
+            # The box's multi-site bound and (approximately, at b > 0) its supergradient:
+            # the last DP's minimiser's X and S ends per site, times that DP's weight on
+            # stage times.
             self.cost_prices = potential_prices(self.comm, self.cluster, p[:n_s], p[n_s:])
-            v = self._lagrange(qa, qb, zb, 1.0, 0.0, 0.0, self.mu_scale, 1)
+            v, _ = self._evaluate_case(qa, qb, za, zb, 0.0, 1)
             code, g = self.code, np.zeros(2 * n_s)
             for k in range(n_s):
                 e, code = code % 4, code // 4
                 g[k], g[n_s + k] = e >> 1, e & 1  # X ends (alpha), S ends (beta)
-            return v, g
+            return v, g * self.last_ws
 
         base_prices = self.cost_prices
         v0, g0 = value(pi)
@@ -651,6 +655,7 @@ class _Boxes:
                        case: int) -> tuple[float, float]:
         """:meth:`evaluate` restricted to one plan case (single-site or multi-site)."""
         s_lo = self._lagrange(qa, qb, zb, 1.0, 0.0, 0.0, self.mu_scale, case)
+        self.last_ws = self.a
         if not math.isfinite(s_lo):
             return _INF, _INF
         s_lo = max(bounds._below(s_lo), s_parent)
@@ -659,6 +664,7 @@ class _Boxes:
             return bounds._below(self.a * x_lo), s_lo
         p_lo = self._lagrange(qa, qb, zb, 0.0, 1.0, 0.0, self.idle_scale, case)
         ws = self.a + self.b * p_lo / 1e3
+        self.last_ws = ws
         wp = self.b * x_lo / 1e3
         wd = self.b * self.M / 1e3
         w_scale = ws * self.mu_scale + wp * self.idle_scale
