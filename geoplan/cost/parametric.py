@@ -53,21 +53,18 @@ site's mask of run ends and whether middles have a run to sit in,
 first/last placed) solves each case; each GPU's cost is linear in its layer
 count, so each transition is a sliding-window minimum (O(L)).
 
-**Transition potentials.** Pricing each inter-site send at its GPU's
-cheapest inter-site link ignores where the plan goes: the send forward of a
-run ending at site a and the send back of the run starting at site b are
-one round trip ``c(g->h) + c(h->g)``, at least ``trip(a, b)``. Per site, a
-potential ``alpha_a`` for an X end and ``beta_a`` for an S end, with
-``alpha_a + beta_b <= trip(a, b)`` for all linked a != b, price the
-stage-time sum no higher than any plan's: each transition pays at most its
-round trip. The joins above stay free when every potential is at least the
-site's floor (the largest second-cheapest link of its GPUs): a joined X or
-S end then becomes intra-site sends priced no higher. Stage caps keep the
-cheapest-link prices (a stage's own sends). Any admissible potentials give
-a valid bound; :meth:`_Boxes.tune_potentials` picks them for the least box
-by Kelley's cutting planes (the minimiser's X and S ends per site are the
-supergradient), and the search re-prices each box as it comes up, keeping
-the better of its old and new bounds.
+**Transition prices.** Pricing each inter-site send at its GPU's cheapest
+inter-site link ignores where the plan goes: the send forward of a run
+ending at site a and the send back of the run starting at site b are one
+round trip. :mod:`geoplan.cost.transitions` has two admissible forms of
+prices that no plan's transitions undercut (per-site potentials, and walk
+prices per site and end set, bounded by the cheapest walk through the used
+sites); both stay above floors that keep the joins above free. Stage caps
+keep the cheapest-link prices (a stage's own sends). Any admissible prices
+give a valid bound; :meth:`_Boxes.tune_transitions` picks them for the
+least box by Kelley's cutting planes (the minimiser's end sets per site are
+the supergradient), and the search re-prices each box as it comes up,
+keeping the better of its old and new bounds.
 
 **Stage count.** The box's Q range enters by Lagrange multiplier: with a
 price ``mu`` per stage, ``V(mu) = min (cost + mu k)`` over configurations of
@@ -98,7 +95,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numba import njit
 
-from geoplan.cost import bounds
+from geoplan.cost import bounds, transitions
 from geoplan.cost.coefficients import Coefficients
 from geoplan.cost.weights import ObjectiveWeights
 
@@ -136,12 +133,15 @@ _STALL_TOL_FREE = 1e-6
 #: would otherwise keep splitting until its deadline.
 _MAX_Q_SPLITS = 64
 _Q_STALL = 3
-#: Kelley iterations of :meth:`_Boxes.tune_potentials`, and the relative rise of the
+#: Kelley iterations of :meth:`_Boxes.tune_transitions`, and the relative rise of the
 #: cutting-plane model below which it stops.
-_KELLEY_ITERS = 12
+_KELLEY_ITERS = 24
 _KELLEY_TOL = 1e-7
 #: At most this many tuning rounds per search.
 _TUNE_ROUNDS = 8
+#: Walk prices (one constraint per used site set, first and last site) up to this many
+#: sites; potentials (one per site pair) above.
+_WALK_SITES = 8
 
 # Roles: (kind of the send back, kind of the send forward); 0 none, 1 intra, 2 inter.
 _ROLE_PREV = np.array([1, 0, 2, 1, 1, 0, 0, 2, 2], np.int64)
@@ -180,75 +180,6 @@ def role_prices(comm: np.ndarray, cluster: np.ndarray) -> np.ndarray:
     return out
 
 
-def _site_links(comm: np.ndarray, cluster: np.ndarray) -> tuple[np.ndarray, np.ndarray,
-                                                                   np.ndarray]:
-    """Per site pair the least round trip ``c(g->h) + c(h->g)`` (inf: no pair linked both
-    ways), per site the floor its potentials keep (the largest second-cheapest link of
-    its GPUs) and the site index of each GPU (0..S-1)."""
-    sites, idx = np.unique(np.asarray(cluster), return_inverse=True)
-    n_s = sites.size
-    both = np.isfinite(comm) & np.isfinite(comm.T)
-    np.fill_diagonal(both, False)
-    trip = np.where(both, comm + comm.T, _INF)
-    t = np.full((n_s, n_s), _INF)
-    lo = np.zeros(n_s)
-    for a in range(n_s):
-        ga = idx == a
-        for b in range(n_s):
-            if a != b:
-                t[a, b] = float(np.min(trip[np.ix_(ga, idx == b)], initial=_INF))
-        for g in np.nonzero(ga)[0]:
-            d = np.sort(comm[g, both[g]])
-            lo[a] = max(lo[a], d[1] if d.size >= 2 else (d[0] if d.size else 0.0))
-    return t, lo, idx
-
-
-def _kelley_point(trip: np.ndarray, lo: np.ndarray, pairs: list[tuple[int, int]],
-                  cuts: list[tuple[float, np.ndarray, np.ndarray]]
-                  ) -> tuple[float, np.ndarray] | None:
-    """The next potentials of Kelley's method: max theta s.t. theta <= v_k + g_k (p - p_k)
-    over admissible potentials (:func:`potential_prices`); (theta, p) or None. The point
-    is made exactly admissible (the LP's tolerance may leave a hair above a side)."""
-    from ortools.linear_solver import pywraplp
-
-    n_s = trip.shape[0]
-    solver = pywraplp.Solver.CreateSolver("GLOP")
-    big = float(np.max(np.where(np.isfinite(trip), trip, 0.0), initial=0.0)) + 1.0
-    p = [solver.NumVar(float(lo[k % n_s]), big, "") for k in range(2 * n_s)]
-    theta = solver.NumVar(-solver.infinity(), solver.infinity(), "")
-    for a, b in pairs:
-        solver.Add(p[a] + p[n_s + b] <= float(trip[a, b]))
-    for v, g, pk in cuts:
-        solver.Add(theta <= float(v) + sum(float(g[k]) * (p[k] - float(pk[k]))
-                                           for k in range(2 * n_s) if g[k]))
-    solver.Maximize(theta)
-    if solver.Solve() != pywraplp.Solver.OPTIMAL:
-        return None
-    out = np.maximum(np.array([x.solution_value() for x in p]), np.concatenate([lo, lo]))
-    for a, b in pairs:
-        over = out[a] + out[n_s + b] - trip[a, b]
-        if over > 0:
-            out[n_s + b] -= over
-    if np.any(out[n_s:] < lo) or any(out[a] + out[n_s + b] > trip[a, b] for a, b in pairs):
-        return None
-    return float(theta.solution_value()), out
-
-
-def potential_prices(comm: np.ndarray, cluster: np.ndarray, alpha: np.ndarray,
-                     beta: np.ndarray) -> np.ndarray:
-    """:func:`role_prices` with each inter-site send priced by its site's potential."""
-    _, _, idx = _site_links(comm, cluster)
-    out = role_prices(comm, cluster).copy()
-    n = comm.shape[0]
-    for g in range(n):
-        c_in = out[g, 1]
-        a, b = alpha[idx[g]], beta[idx[g]]
-        fin = np.isfinite(out[g])
-        new = np.array([out[g, 0], c_in, b + c_in, c_in, c_in + a, 0.0, a, b, a + b])
-        out[g] = np.where(fin, new, _INF)
-    return out
-
-
 @njit(cache=True)
 def _window(src, srck, srce, dst, dstk, dste, L, cap, sigma, kappa, dq):  # pragma: no cover
     """dst[l] = min(dst[l], kappa + sigma l + min_{l-cap <= m <= l-1} (src[m] - sigma m)), k + 1
@@ -279,12 +210,12 @@ def _window(src, srck, srce, dst, dstk, dste, L, cap, sigma, kappa, dq):  # prag
 
 
 @njit(cache=True)
-def _relaxation_dp(L, order, site_last, site_pow, comp, prices, cprices, capmid, caplast,
-                   z_hi, o, ws, wp, wd, idle, dyn, mu, role_on,
+def _relaxation_dp(L, order, site_last, site_pow, site_price, comp, prices, cprices,
+                   capmid, caplast, z_hi, o, ws, wp, wd, idle, dyn, mu, role_on,
                    close_ok):  # pragma: no cover - compiled
-    """min over role configurations of sum (ws tau + wp idle + wd dyn c n + mu); (value, k,
-    ends code: the sum over sites of the minimiser's inter-site ends there times
-    ``site_pow`` of the site's last position).
+    """min over role configurations of sum (ws tau + wp idle + wd dyn c n + mu) + ws
+    (the closing sites' ``site_price[pos, mask]``); (value, k, the minimiser's mask code:
+    the sum over sites of the mask it closes with times ``site_pow`` at its last position).
 
     State: layers placed, the site's slot ``3 m + f`` and the first/last flags
     gl (bit 0 first placed, bit 1 last placed). ``m`` is the mask of run ends
@@ -390,15 +321,16 @@ def _relaxation_dp(L, order, site_last, site_pow, comp, prices, cprices, capmid,
             for slot in range(1, n_slot):
                 m = 12 if slot == _SEALED else slot // 3
                 ok = close_ok[m] and (slot == _SEALED or slot - 3 * m != 1)
-                ends = site_pow[pos] * (((m >> 2) & 1) + 2 * ((m >> 3) & 1))
+                ends = site_pow[pos] * m
+                extra = ws * site_price[pos, m]
                 for gl in range(4):
                     s = slot * 4 + gl
                     if not alive[s]:
                         continue
                     if ok:
                         for ell in range(L + 1):
-                            if V[s, ell] < V[gl, ell]:
-                                V[gl, ell] = V[s, ell]
+                            if V[s, ell] + extra < V[gl, ell]:
+                                V[gl, ell] = V[s, ell] + extra
                                 K[gl, ell] = K[s, ell]
                                 E[gl, ell] = E[s, ell] + ends
                         alive[gl] = True
@@ -431,8 +363,8 @@ class ParametricBound:
     exhausted: bool  #: the least open box is final (or every box is above the incumbent)
     #: The open boxes, least bound first: every plan better than the incumbent lies in one.
     open_boxes: tuple[Box, ...] = ()
-    #: What tuning the transition potentials did (None: not tried).
-    potentials: dict[str, object] | None = None
+    #: What tuning the transition prices did (None: not tried).
+    transitions: dict[str, object] | None = None
 
     @property
     def floor(self) -> float:
@@ -444,8 +376,8 @@ class ParametricBound:
         out: dict[str, object] = {
             "bound": self.value, "seconds": round(self.seconds, 3), "boxes": self.boxes,
             "open_boxes": len(self.open_boxes), "exhausted": self.exhausted}
-        if self.potentials is not None:
-            out["potentials"] = self.potentials
+        if self.transitions is not None:
+            out["transitions"] = self.transitions
         return out
 
 
@@ -466,22 +398,25 @@ class _Boxes:
         self.order = np.argsort(cl, kind="stable").astype(np.int64)
         ordered = cl[self.order]
         self.site_last = np.append(ordered[1:] != ordered[:-1], True)
-        # The ends code's place value per position: 4 ** (site index), 0 with too many
+        # The mask code's place value per position: 16 ** (site index), 0 with too many
         # sites for an int64 code (the code then says nothing).
         _, site_idx = np.unique(ordered, return_inverse=True)
         self.n_sites = int(site_idx.max()) + 1 if site_idx.size else 0
-        self.site_pow = (4 ** site_idx.astype(np.int64) if self.n_sites <= 31
+        self.site_pow = (16 ** site_idx.astype(np.int64) if self.n_sites <= 15
                          else np.zeros(ordered.size, np.int64))
+        self.pos_site = site_idx
+        self.site_price = np.zeros((ordered.size, 16))  # walk prices per position and mask
         self.code = 0  # the ends code of the minimiser of the last :meth:`_lagrange`
         self.last_ws = 1.0  # the stage-time weight of the last DP of :meth:`_evaluate_case`
         self.comm = np.asarray(c.comm_ms, np.float64)
         self.cluster = cl
         # Stage caps use ``prices``; the stage-time sum uses ``cost_prices``, the same
-        # until transition potentials are tuned (:meth:`tune_potentials`).
+        # until transition prices are tuned (:meth:`tune_transitions`).
         self.prices = role_prices(self.comm, cl)
         self.cost_prices = self.prices
         self.tuning = [0.0, 0.0, 0.0]  # rounds that raised a bound, iterations, seconds
-        self.pi: np.ndarray | None = None  # the potentials (alpha, beta) in use
+        self.tx: np.ndarray | None = None  # the transition prices in use (their form's)
+        self.walk_rows: list[tuple[np.ndarray, float]] | None = None
         self.mid, self.last = bounds.layer_cap_table(c, self.L, self.q_max)
         relax = bounds.Relaxation.from_coefficients(c, self.L, cl, self.q_max)
         worst = bounds.tmax_worst(float(np.max(self.comp)), float(np.max(
@@ -494,75 +429,109 @@ class _Boxes:
         self.idle_scale = float(np.median(self.idle))
         self.dp_calls = 0
 
-    def tune_potentials(self, qa: int, qb: int, za: float, zb: float,
-                        deadline: float | None) -> bool:
-        """Choose transition potentials that raise the multi-site S bound of one box
-        (Kelley's cutting planes on the concave dual; the minimiser's inter-site ends per
-        site are the supergradient) and price with them from now on. False (nothing
-        changed) when no potentials are admissible or none raises the bound."""
+    def tune_transitions(self, qa: int, qb: int, za: float, zb: float,
+                         deadline: float | None) -> bool:
+        """Choose transition prices (:mod:`geoplan.cost.transitions`: walk prices with up
+        to :data:`_WALK_SITES` sites, else potentials) that raise the multi-site bound of
+        one box, by Kelley's cutting planes on the concave dual (the minimiser's end sets
+        per site give the supergradient), and price with them from now on. False
+        (nothing changed) when none are admissible or none raises the bound."""
         t_start = time.perf_counter()
-        trip, lo, _ = _site_links(self.comm, self.cluster)
+        trip, lo, site = transitions.site_links(self.comm, self.cluster)
         n_s = trip.shape[0]
         pairs = [(a, b) for a in range(n_s) for b in range(n_s)
                  if a != b and math.isfinite(trip[a, b])]
         if any(lo[a] + lo[b] > trip[a, b] for a, b in pairs):
             return False
-        if self.pi is None:
-            # Start from the floors raised to each site's cheapest one-way link where
-            # that stays admissible (the plain prices, in potential form).
+        walk = n_s <= _WALK_SITES
+        big = float(n_s * np.max(np.where(np.isfinite(trip), trip, 0.0))) + 1.0
+        if walk:
+            if self.walk_rows is None:
+                self.walk_rows = transitions.walk_rows(trip, lo)
+            rows = self.walk_rows
+            lo_x, hi_x = np.zeros(4 * n_s), np.full(4 * n_s, big)
+            floor_prices = transitions.potential_prices(self.prices, site, lo, lo)
+        else:
+            rows = [(np.array([a, n_s + b]), float(trip[a, b])) for a, b in pairs]
+            lo_x, hi_x = np.concatenate([lo, lo]), np.full(2 * n_s, big)
+        if self.tx is None:
+            # Start from each site's cheapest one-way link (the plain prices) where that
+            # is admissible, else from the floors.
             x = np.array([np.min(self.prices[self.cluster == k, 6]) for k in range(n_s)])
-            start = np.maximum(np.where(np.isfinite(x), x, lo), lo)
-            if any(start[a] + start[b] > trip[a, b] for a, b in pairs):
-                start = lo.copy()
-            self.pi = np.concatenate([start, start])  # alpha (forward), beta (back)
-        pi = self.pi
+            up = np.maximum(np.where(np.isfinite(x), x, lo), lo)
+            if any(up[a] + up[b] > trip[a, b] for a, b in pairs):
+                up = lo.copy()
+            d = up - lo
+            start = (np.stack([d, d, 2 * d, 2 * d], axis=1).ravel() if walk
+                     else np.concatenate([up, up]))
+            if any(float(np.sum(start[idx])) > rhs for idx, rhs in rows):
+                start = np.zeros(4 * n_s) if walk else np.concatenate([lo, lo])
+            self.tx = start
 
-        def value(p: np.ndarray) -> tuple[float, np.ndarray]:
+        def apply(x: np.ndarray) -> None:
+            if walk:
+                self.cost_prices = floor_prices
+                self.site_price[:] = 0.0
+                for k, kind in enumerate(transitions.KINDS):
+                    self.site_price[:, kind] = x[4 * self.pos_site + k]
+            else:
+                self.cost_prices = transitions.potential_prices(self.prices, site, x[:n_s],
+                                                                x[n_s:])
+
+        def value(x: np.ndarray) -> tuple[float, np.ndarray]:
             # The box's multi-site bound and (approximately, at b > 0) its supergradient:
-            # the last DP's minimiser's X and S ends per site, times that DP's weight on
+            # the last DP's minimiser's end sets per site, times that DP's weight on
             # stage times.
-            self.cost_prices = potential_prices(self.comm, self.cluster, p[:n_s], p[n_s:])
+            apply(x)
             v, _ = self._evaluate_case(qa, qb, za, zb, 0.0, 1)
-            code, g = self.code, np.zeros(2 * n_s)
+            code, g = self.code, np.zeros(lo_x.size)
             for k in range(n_s):
-                e, code = code % 4, code // 4
-                g[k], g[n_s + k] = e >> 1, e & 1  # X ends (alpha), S ends (beta)
+                m, code = code % 16, code // 16
+                if walk and m in transitions.KINDS:
+                    g[4 * k + transitions.KINDS.index(m)] = 1.0
+                elif not walk:
+                    g[k], g[n_s + k] = (m >> 3) & 1, (m >> 2) & 1  # X ends, S ends
             return v, g * self.last_ws
 
-        base_prices = self.cost_prices
-        v0, g0 = value(pi)
-        if not math.isfinite(v0):
-            self.cost_prices = base_prices
-            return False
-        best_v, best_pi, cuts = v0, pi, [(v0, g0, pi)]
+        saved = (self.cost_prices, self.site_price.copy())
+        x0 = self.tx
+        v0, g0 = value(x0)
+        best_v, best_x = v0, x0
+        model = transitions.KelleyLP(lo_x, hi_x, rows) if math.isfinite(v0) else None
+        if model is not None:
+            model.add_cut(v0, g0, x0)
+        # A trust region around the best point: without it the model's first maximisers
+        # drop every price no cut mentions yet, and the DP then buys exactly those.
+        radius = float(np.max(np.where(np.isfinite(trip), trip, 0.0)))
         iters = 0
-        while iters < _KELLEY_ITERS:
+        while model is not None and iters < _KELLEY_ITERS:
             iters += 1
             if deadline is not None and time.perf_counter() >= deadline:
                 break
-            nxt = _kelley_point(trip, lo, pairs, cuts)
+            nxt = model.point(best_x, radius)
             if nxt is None:
                 break
-            theta, pi = nxt
+            theta, x = nxt
             if theta <= best_v + _KELLEY_TOL * max(abs(best_v), 1.0):
                 break
-            v, g = value(pi)
-            cuts.append((v, g, pi))
+            v, g = value(x)
+            model.add_cut(v, g, x)
             if v > best_v:
-                best_v, best_pi = v, pi
-        gained = best_v > v0 + _KELLEY_TOL * max(abs(v0), 1.0)
-        self.cost_prices = base_prices
+                best_v, best_x = v, x
+            else:
+                radius *= 0.5
+        gained = math.isfinite(v0) and best_v > v0 + _KELLEY_TOL * max(abs(v0), 1.0)
+        self.cost_prices, self.site_price = saved
         if gained:
-            self.pi = best_pi
-            self.cost_prices = potential_prices(self.comm, self.cluster, best_pi[:n_s],
-                                                best_pi[n_s:])
+            self.tx = best_x
+            apply(best_x)
         self.tuning[0] += gained
         self.tuning[1] += iters
         self.tuning[2] += time.perf_counter() - t_start
         return gained
 
     @property
-    def potentials_summary(self) -> dict[str, object] | None:
+    def transitions_summary(self) -> dict[str, object] | None:
         """Tuning rounds that raised a bound, Kelley iterations, seconds (None: untried)."""
         if not self.tuning[1]:
             return None
@@ -581,7 +550,8 @@ class _Boxes:
         self.dp_calls += 1
         roles, close = _CASES[case]
         v, k, code = _relaxation_dp(self.L, self.order, self.site_last, self.site_pow,
-                                    self.comp, self.prices, self.cost_prices, self.mid[qa],
+                                    self.site_price, self.comp, self.prices, self.cost_prices,
+                                    self.mid[qa],
                                     self.last[qa], z_hi, self.o, ws, wp, wd, self.idle,
                                     self.dyn, mu, roles, close)
         return float(v), int(k), int(code)
@@ -682,7 +652,7 @@ def parametric_bound(
     deadline: float | None = None,
     max_boxes: int | None = None,
     stop: Callable[[], bool] | None = None,
-    potentials: bool = True,
+    tune_transitions: bool = True,
 ) -> ParametricBound:
     """The best-first box search of the module docstring; a proven bound on ``a T + b E``.
 
@@ -691,9 +661,10 @@ def parametric_bound(
     ``deadline`` (``time.perf_counter()``), after ``max_boxes`` box
     evaluations (a deterministic stop), when ``stop()`` is true, or when no
     open box can be refined. Once the least box is final, or half the
-    deadline or box budget is spent, the transition potentials are tuned on
-    the least box (``potentials``; see :func:`tune_potentials`) and the
-    search goes on with them, re-pricing each box as it comes up. The value
+    deadline or box budget is spent, the transition prices are tuned on the
+    least box (``tune_transitions``; :meth:`_Boxes.tune_transitions`), again each
+    time a least box is final, and the search goes on with them, re-pricing
+    each box as it comes up. The value
     returned is always proven: the minimum over the open boxes (and the
     incumbent, if every box reached it).
     """
@@ -715,7 +686,7 @@ def parametric_bound(
                      int, int]] = []
     counter = 0
     n_boxes = 0
-    version = 0  # bumped when the potentials change: older entries are re-priced
+    version = 0  # bumped when the transition prices change: older entries are re-priced
 
     def push(qa: int, qb: int, za: float, zb: float, parent: float = -_INF,
              cases: tuple[tuple[float, float], ...] | None = None, stall: int = 0) -> None:
@@ -746,7 +717,7 @@ def parametric_bound(
     exhausted = False
     # Tuning rounds left: one at halfway or once the least box is final, then one more
     # each time a least box is final again (each round re-prices only what comes up).
-    tunes = 0 if not potentials or bx.n_sites < 2 or bx.site_pow[-1] == 0 else _TUNE_ROUNDS
+    tunes = 0 if not tune_transitions or bx.n_sites < 2 or bx.site_pow[-1] == 0 else _TUNE_ROUNDS
     q_splits = 0  # Q splits of stalled boxes so far
     while heap:
         if (deadline is not None and time.perf_counter() >= deadline) or (
@@ -754,7 +725,7 @@ def parametric_bound(
             break
         v, _, qa, qb, za, zb, cases, stall, ver = heap[0]
         if ver < version:
-            # Priced before the potentials changed: only the multi-site case can move.
+            # Priced before the transition prices changed: only the multi-site case can move.
             heapq.heappop(heap)
             (b0, s0), (b1, s1) = cases
             if b1 <= b0 and b1 < ub:
@@ -790,7 +761,7 @@ def parametric_bound(
         final = zb - za <= final_width or stall >= _MAX_STALL
         if tunes and (final or (tunes == _TUNE_ROUNDS and halfway())):
             tunes -= 1
-            if cases[1][0] <= cases[0][0] and bx.tune_potentials(qa, qb, za, zb, deadline):
+            if cases[1][0] <= cases[0][0] and bx.tune_transitions(qa, qb, za, zb, deadline):
                 version += 1
                 continue
             if final:
@@ -809,7 +780,7 @@ def parametric_bound(
     boxes = tuple(Box(float(v), qa, qb, za, zb, min(s for _, s in cases))
                   for v, _, qa, qb, za, zb, cases, _, _ in sorted(heap))
     return ParametricBound(float(value), n_boxes, bx.dp_calls, time.perf_counter() - t0,
-                           exhausted, boxes, bx.potentials_summary)
+                           exhausted, boxes, bx.transitions_summary)
 
 
 def proves(bound: float, objective: float) -> bool:

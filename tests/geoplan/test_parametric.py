@@ -15,17 +15,10 @@ import numpy as np
 import pytest
 import reference_model as ref
 
-from geoplan.cost import bounds
+from geoplan.cost import bounds, parametric
 from geoplan.cost.evaluate import Evaluator
-from geoplan.cost.parametric import (
-    N_ROLES,
-    _kelley_point,
-    _site_links,
-    parametric_bound,
-    potential_prices,
-    proves,
-    role_prices,
-)
+from geoplan.cost.parametric import N_ROLES, parametric_bound, proves, role_prices
+from geoplan.cost.transitions import KelleyLP, potential_prices, site_links, walk_rows
 from geoplan.model import generators
 from geoplan.model.instance import Instance
 from geoplan.solving.core import solve
@@ -144,41 +137,94 @@ def test_bound_reaches_the_optimum_on_small_geo_pools(seed: int, n: int) -> None
     assert proves(pb.value, res.objective), (pb.value, res.objective)
 
 
+@pytest.mark.parametrize("form", ["walk", "potentials"])
 @pytest.mark.parametrize(("n", "seed", "lam"), [(6, 0, 1.0), (6, 4, 0.5), (6, 5, 1.0),
-                                                (8, 4, 1.0), (8, 1, 0.5), (10, 2, 1.0)])
-def test_transition_potentials_stay_below_the_optimum(n: int, seed: int, lam: float) -> None:
-    """metro pools where tuning the potentials raised a box: still at most B&B's optimum,
-    and at least the bound with cheapest-link prices (measured on these pools)."""
+                                                (8, 4, 1.0), (8, 1, 0.5), (10, 0, 0.5)])
+def test_transition_prices_stay_below_the_optimum(n: int, seed: int, lam: float, form: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """metro pools where tuning the transition prices raised a box: still at most B&B's
+    optimum, and at least the bound with cheapest-link prices (measured on these pools).
+    Both forms: walk prices (up to 8 sites) and potentials (forced here)."""
+    if form == "potentials":
+        monkeypatch.setattr(parametric, "_WALK_SITES", 0)
     inst = Instance.from_dict(generators.by_family("metro", n, n + 2, seed, lam=lam))
     ev = Evaluator(inst)
     res = solve(inst, "bnb", seed=1, time_limit=600, threads=1, params={"parametric": False})
     assert res.status == "optimal" and res.objective is not None
     args = (inst.coefficients(), inst.layers, bounds.clusters(inst), ev.weights)
     pb = parametric_bound(*args, max_boxes=2000)
-    plain = parametric_bound(*args, max_boxes=2000, potentials=False)
-    assert pb.potentials is not None and pb.potentials["rounds"] >= 1
-    assert plain.potentials is None
+    plain = parametric_bound(*args, max_boxes=2000, tune_transitions=False)
+    assert pb.transitions is not None and pb.transitions["rounds"] >= 1
+    assert plain.transitions is None
     assert pb.value <= res.objective * (1 + 1e-12)
     assert pb.value >= plain.value
 
 
-def test_kelley_points_are_admissible_potentials() -> None:
-    """Whatever the cuts, the next potentials keep alpha_a + beta_b <= trip(a, b) and the
-    floors, exactly (the bound's validity rests on it)."""
+def test_kelley_points_are_admissible() -> None:
+    """Whatever the cuts, the next prices keep every constraint exactly (potentials:
+    alpha_a + beta_b <= trip(a, b) and the floors; walk prices: every walk row), since
+    the bound's validity rests on it."""
     inst = Instance.from_dict(generators.by_family("metro", 24, 24, 3))
     comm = np.asarray(inst.coefficients().comm_ms, np.float64)
-    trip, lo, _ = _site_links(comm, bounds.clusters(inst))
+    trip, lo, _ = site_links(comm, bounds.clusters(inst))
     n_s = trip.shape[0]
-    pairs = [(a, b) for a in range(n_s) for b in range(n_s) if a != b]
+    pot_rows = [(np.array([a, n_s + b]), float(trip[a, b]))
+                for a in range(n_s) for b in range(n_s) if a != b]
+    forms = [(np.concatenate([lo, lo]), pot_rows), (np.zeros(4 * n_s), walk_rows(trip, lo))]
     rng = np.random.default_rng(0)
-    for _ in range(20):
-        cuts = [(float(rng.uniform(0, 50)), rng.integers(0, 2, 2 * n_s).astype(float),
-                 np.concatenate([lo, lo])) for _ in range(int(rng.integers(1, 5)))]
-        point = _kelley_point(trip, lo, pairs, cuts)
-        assert point is not None
-        _, p = point
-        assert np.all(p[:n_s] >= lo) and np.all(p[n_s:] >= lo)
-        assert all(p[a] + p[n_s + b] <= trip[a, b] for a, b in pairs)
+    for lo_x, rows in forms:
+        hi_x = np.full(lo_x.size, 100.0)
+        model = KelleyLP(lo_x, hi_x, rows)
+        for _ in range(12):
+            g = rng.integers(0, 2, lo_x.size).astype(float)
+            model.add_cut(float(rng.uniform(0, 50)), g, lo_x)
+            point = model.point(lo_x + 1.0, float(rng.uniform(0.5, 20)))
+            assert point is not None
+            _, p = point
+            assert np.all(p >= lo_x)
+            assert all(float(np.sum(p[idx])) <= rhs for idx, rhs in rows)
+
+
+def _walk_costs_by_enumeration(t: np.ndarray) -> dict[tuple[int, int, int], float]:
+    """(site set, first, last) -> the cheapest walk, over every walk of up to 7 steps."""
+    n = t.shape[0]
+    best: dict[tuple[int, int, int], float] = {}
+    frontier = [((f,), 0.0) for f in range(n)]
+    for _ in range(8):
+        nxt = []
+        for walk, cost in frontier:
+            key = (sum(1 << s for s in set(walk)), walk[0], walk[-1])
+            best[key] = min(best.get(key, math.inf), cost)
+            nxt += [((*walk, v), cost + t[walk[-1], v]) for v in range(n) if v != walk[-1]]
+        frontier = nxt
+    return best
+
+
+def test_walk_rows_match_enumerated_walks() -> None:
+    """Each walk row's right-hand side is the cheapest walk through its sites (revisits
+    allowed), checked against brute-force enumeration on 4 sites with asymmetric trips."""
+    rng = np.random.default_rng(5)
+    trip = rng.uniform(2.0, 9.0, (4, 4))
+    trip = trip + trip.T
+    np.fill_diagonal(trip, math.inf)
+    trip[0, 2] = trip[2, 0] = 40.0  # a detour through another site is cheaper
+    lo = np.array([0.5, 1.0, 0.2, 0.7])
+    red = trip - lo[:, None] - lo[None, :]
+    np.fill_diagonal(red, math.inf)
+    walks = _walk_costs_by_enumeration(red)
+    rows = walk_rows(trip, lo)
+    assert rows
+    for idx, rhs in rows:
+        kinds = {j: [int(k) // 4 for k in idx if int(k) % 4 == j] for j in range(4)}
+        sites = {int(k) // 4 for k in idx}
+        mask = sum(1 << s for s in sites)
+        if kinds[3]:
+            f = kinds[3][0]
+            want = min(walks[(mask, f, u)] + red[u, f] for u in sites if u != f)
+        else:
+            want = walks[(mask, kinds[0][0], kinds[1][0])]
+        assert rhs == pytest.approx(want, rel=1e-12)
+    assert any(rhs < 40.0 for idx, rhs in rows if {int(k) // 4 for k in idx} == {0, 2})
 
 
 def test_potential_prices_price_inter_sends_by_site() -> None:
@@ -188,8 +234,9 @@ def test_potential_prices_price_inter_sends_by_site() -> None:
                      [5.0, 6.0, inf, 2.0],
                      [7.0, inf, 2.0, inf]])
     cluster = np.array([0, 0, 1, 1])
-    p = potential_prices(comm, cluster, np.array([2.5, 3.0]), np.array([1.5, 2.0]))
     base = role_prices(comm, cluster)
+    p = potential_prices(base, np.array([0, 0, 1, 1]), np.array([2.5, 3.0]),
+                         np.array([1.5, 2.0]))
     # GPU 0 (site 0, alpha 2.5, beta 1.5): intra parts as before, inter parts the potentials.
     assert list(p[0]) == [6.0, 1.0, 2.5, 1.0, 3.5, 0.0, 2.5, 1.5, 4.0]
     # Roles a GPU cannot take stay impossible (GPU 1: one inter link, no two inter sends).
