@@ -80,13 +80,17 @@ def test_bound_is_tight_where_the_relaxation_is_exact() -> None:
     assert pb.value == pytest.approx(opt.objective, rel=1e-9)
 
 
+#: Two sites of two GPUs; GPU 1 has one inter-site link only.
+_FOUR_GPUS = np.array([[math.inf, 1.0, 5.0, 7.0],
+                       [1.0, math.inf, 6.0, math.inf],
+                       [5.0, 6.0, math.inf, 2.0],
+                       [7.0, math.inf, 2.0, math.inf]])
+_TWO_SITES = np.array([0, 0, 1, 1])
+
+
 def test_role_prices_follow_the_cheapest_links() -> None:
     inf = math.inf
-    comm = np.array([[inf, 1.0, 5.0, 7.0],
-                     [1.0, inf, 6.0, inf],
-                     [5.0, 6.0, inf, 2.0],
-                     [7.0, inf, 2.0, inf]])
-    cluster = np.array([0, 0, 1, 1])
+    comm, cluster = _FOUR_GPUS, _TWO_SITES
     p = role_prices(comm, cluster)
     assert p.shape == (4, N_ROLES)
     # GPU 0: links 1 (intra), 5 and 7 (inter).
@@ -228,16 +232,9 @@ def test_walk_rows_match_enumerated_walks() -> None:
 
 
 def test_potential_prices_price_inter_sends_by_site() -> None:
-    inf = math.inf
-    comm = np.array([[inf, 1.0, 5.0, 7.0],
-                     [1.0, inf, 6.0, inf],
-                     [5.0, 6.0, inf, 2.0],
-                     [7.0, inf, 2.0, inf]])
-    cluster = np.array([0, 0, 1, 1])
-    base = role_prices(comm, cluster)
-    p = potential_prices(base, np.array([0, 0, 1, 1]), np.array([2.5, 3.0]),
-                         np.array([1.5, 2.0]))
+    base = role_prices(_FOUR_GPUS, _TWO_SITES)
+    p = potential_prices(base, _TWO_SITES, np.array([2.5, 3.0]), np.array([1.5, 2.0]))
     # GPU 0 (site 0, alpha 2.5, beta 1.5): intra parts as before, inter parts the potentials.
     assert list(p[0]) == [6.0, 1.0, 2.5, 1.0, 3.5, 0.0, 2.5, 1.5, 4.0]
     # Roles a GPU cannot take stay impossible (GPU 1: one inter link, no two inter sends).
-    assert p[1, 8] == inf and base[1, 8] == inf
+    assert p[1, 8] == math.inf and base[1, 8] == math.inf
