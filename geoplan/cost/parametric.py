@@ -187,7 +187,7 @@ def role_prices(comm: np.ndarray, cluster: np.ndarray) -> np.ndarray:
 @njit(cache=True)
 def _window(src, srck, srce, dst, dstk, dste, L, cap, sigma, kappa, dq):  # pragma: no cover
     """dst[l] = min(dst[l], kappa + sigma l + min_{l-cap <= m <= l-1} (src[m] - sigma m)), k + 1
-    (and the argmin's ends code carried along).
+    (and the argmin's mask code carried along).
 
     ``dq``: scratch of at least L + 1 integers (the monotone queue).
     """
@@ -385,6 +385,44 @@ class ParametricBound:
         return out
 
 
+@dataclass(frozen=True)
+class _TransitionSetup:
+    """What every tuning round of one search shares (:meth:`_Boxes.tune_transitions`):
+    the site links, the price form (walk prices up to :data:`_WALK_SITES` sites, else
+    potentials), its constraint rows and variable bounds, and the floor prices."""
+
+    trip: np.ndarray
+    lo: np.ndarray
+    site: np.ndarray
+    pairs: list[tuple[int, int]]
+    admissible: bool  #: the floors fit every round trip (else no prices are admissible)
+    walk: bool
+    rows: list[tuple[np.ndarray, float]]
+    lo_x: np.ndarray
+    hi_x: np.ndarray
+    floor_prices: np.ndarray | None  #: walk form: role prices with floor potentials
+
+    @classmethod
+    def build(cls, comm: np.ndarray, cluster: np.ndarray,
+              prices: np.ndarray) -> _TransitionSetup:
+        trip, lo, site = transitions.site_links(comm, cluster)
+        n_s = trip.shape[0]
+        pairs = [(a, b) for a in range(n_s) for b in range(n_s)
+                 if a != b and math.isfinite(trip[a, b])]
+        admissible = all(lo[a] + lo[b] <= trip[a, b] for a, b in pairs)
+        walk = n_s <= _WALK_SITES
+        big = float(n_s * np.max(np.where(np.isfinite(trip), trip, 0.0))) + 1.0
+        if not admissible:
+            return cls(trip, lo, site, pairs, False, walk, [], lo, lo, None)
+        if walk:
+            return cls(trip, lo, site, pairs, True, True, transitions.walk_rows(trip, lo),
+                       np.zeros(4 * n_s), np.full(4 * n_s, big),
+                       transitions.potential_prices(prices, site, lo, lo))
+        rows = [(np.array([a, n_s + b]), float(trip[a, b])) for a, b in pairs]
+        return cls(trip, lo, site, pairs, True, False, rows, np.concatenate([lo, lo]),
+                   np.full(2 * n_s, big), None)
+
+
 class _Boxes:
     """The data one instance's boxes share, and the evaluation of one box."""
 
@@ -410,7 +448,7 @@ class _Boxes:
                          else np.zeros(ordered.size, np.int64))
         self.pos_site = site_idx
         self.site_price = np.zeros((ordered.size, 16))  # walk prices per position and mask
-        self.code = 0  # the ends code of the minimiser of the last :meth:`_lagrange`
+        self.code = 0  # the mask code of the minimiser of the last :meth:`_lagrange`
         self.last_ws = 1.0  # the stage-time weight of the last DP of :meth:`_evaluate_case`
         self.comm = np.asarray(c.comm_ms, np.float64)
         self.cluster = cl
@@ -420,7 +458,7 @@ class _Boxes:
         self.cost_prices = self.prices
         self.tuning = [0.0, 0.0, 0.0]  # rounds that raised a bound, iterations, seconds
         self.tx: np.ndarray | None = None  # the transition prices in use (their form's)
-        self.walk_rows: list[tuple[np.ndarray, float]] | None = None
+        self.setup: _TransitionSetup | None = None  # built at the first tuning round
         self.mid, self.last = bounds.layer_cap_table(c, self.L, self.q_max)
         relax = bounds.Relaxation.from_coefficients(c, self.L, cl, self.q_max)
         worst = bounds.tmax_worst(float(np.max(self.comp)), float(np.max(
@@ -441,27 +479,18 @@ class _Boxes:
         per site give the supergradient), and price with them from now on. False
         (nothing changed) when none are admissible or none raises the bound."""
         t_start = time.perf_counter()
-        trip, lo, site = transitions.site_links(self.comm, self.cluster)
-        n_s = trip.shape[0]
-        pairs = [(a, b) for a in range(n_s) for b in range(n_s)
-                 if a != b and math.isfinite(trip[a, b])]
-        if any(lo[a] + lo[b] > trip[a, b] for a, b in pairs):
+        if self.setup is None:
+            self.setup = _TransitionSetup.build(self.comm, self.cluster, self.prices)
+        if not self.setup.admissible:
             return False
-        walk = n_s <= _WALK_SITES
-        big = float(n_s * np.max(np.where(np.isfinite(trip), trip, 0.0))) + 1.0
-        if walk:
-            if self.walk_rows is None:
-                self.walk_rows = transitions.walk_rows(trip, lo)
-            rows = self.walk_rows
-            lo_x, hi_x = np.zeros(4 * n_s), np.full(4 * n_s, big)
-            floor_prices = transitions.potential_prices(self.prices, site, lo, lo)
-        else:
-            rows = [(np.array([a, n_s + b]), float(trip[a, b])) for a, b in pairs]
-            lo_x, hi_x = np.concatenate([lo, lo]), np.full(2 * n_s, big)
+        st = self.setup
+        trip, lo, site, pairs, walk = st.trip, st.lo, st.site, st.pairs, st.walk
+        rows, lo_x, hi_x = st.rows, st.lo_x, st.hi_x
+        n_s = trip.shape[0]
         if self.tx is None:
             # Start from each site's cheapest one-way link (the plain prices) where that
             # is admissible, else from the floors.
-            x = np.array([np.min(self.prices[self.cluster == k, 6]) for k in range(n_s)])
+            x = np.array([np.min(self.prices[site == k, 6]) for k in range(n_s)])
             up = np.maximum(np.where(np.isfinite(x), x, lo), lo)
             if any(up[a] + up[b] > trip[a, b] for a, b in pairs):
                 up = lo.copy()
@@ -474,7 +503,8 @@ class _Boxes:
 
         def apply(x: np.ndarray) -> None:
             if walk:
-                self.cost_prices = floor_prices
+                assert st.floor_prices is not None
+                self.cost_prices = st.floor_prices
                 self.site_price[:] = 0.0
                 for k, kind in enumerate(transitions.KINDS):
                     self.site_price[:, kind] = x[4 * self.pos_site + k]
