@@ -228,16 +228,28 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
 
     first_incumbent: list[float] = []
 
+    def with_floor(bound: float) -> float | None:
+        # The trace and the progress line show the proven bound: HiGHS's own bound
+        # starts below the parametric floor the model was given.
+        b = below_tolerance(bound) if math.isfinite(bound) else None
+        if math.isfinite(floor):
+            b = floor if b is None else max(b, floor)
+        return b
+
     def on_incumbent(_: float, obj: float, bound: float) -> None:
         first_incumbent.append(obj)
-        b = below_tolerance(bound) if math.isfinite(bound) else None
+        b = with_floor(bound)
         trace.append(TraceRow(options.elapsed(), obj, b))
         options.callbacks.on_improvement(options.elapsed(), obj, b)
 
     def on_bound(_: float, bound: float) -> None:
         inc = trace[-1].incumbent if trace else None
-        trace.append(TraceRow(options.elapsed(), inc, below_tolerance(bound)))
-        options.callbacks.on_improvement(options.elapsed(), inc, below_tolerance(bound))
+        b = with_floor(bound)
+        shown = [r.bound for r in trace if r.bound is not None]
+        if b is None or (shown and b <= max(shown)):
+            return  # the proven bound did not rise
+        trace.append(TraceRow(options.elapsed(), inc, b))
+        options.callbacks.on_improvement(options.elapsed(), inc, b)
 
     run = session.run(on_incumbent, on_bound, stop=options.stop, deadline=options.deadline)
     info["highs"] = {
@@ -303,14 +315,17 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
             message=None if status == "optimal" else f"HiGHS stopped: {run.reason}",
         )
     if best is not None:
-        # HiGHS kept no incumbent (start rejected); the known plan is still valid.
+        # HiGHS kept no incumbent (start rejected, or not started); the known plan is valid.
+        why = ("HiGHS not started: its root's analytic centre cannot be interrupted and "
+               "would end past the budget" if run.reason == "not_started"
+               else f"HiGHS found no solution ({run.reason})")
         return Outcome(
             best[0],
             "feasible",
             lower_bound=bound,
             trace=trace,
             info=info,
-            message=f"HiGHS found no solution ({run.reason}); returning the start plan",
+            message=f"{why}; returning the start plan",
         )
     return Outcome(
         None,

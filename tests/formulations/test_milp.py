@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import time
 from typing import Any
 
 import numpy as np
@@ -309,6 +310,57 @@ def test_time_limit_with_incumbent_is_feasible_with_valid_bound() -> None:
     assert 0 < r.gap < 1
     assert "HiGHS stopped" in (r.message or "")
     assert all(row.bound is None or row.bound <= r.objective for row in r.trace)
+    # The trace shows the proven bound: never below the parametric floor once it is known
+    # (HiGHS's own bound starts below it).
+    floor = r.info["parametric"]["bound"]
+    shown = [row.bound for row in r.trace if row.bound is not None]
+    assert shown and shown[0] == pytest.approx(floor, rel=1e-12)
+    assert all(b >= floor for b in shown)
+
+
+def test_highs_not_started_when_its_root_would_overrun_the_deadline() -> None:
+    """The MIP root's analytic centre cannot be interrupted: with no time for it, HiGHS is
+    not started at all (status stopped, reason not_started); without a deadline it runs."""
+    from formulations.highs_tools import HighsSession
+
+    inst = Instance.from_dict(by_family("geo", 6, 8, 0))
+    model = milp.build_model(inst)
+    session = HighsSession(model)
+    assert session.is_mip
+    session.set_options(time_limit=60, rel_gap=1e-9, abs_gap=1e-9, threads=1, seed=0)
+    run = session.run(deadline=time.perf_counter() - 1.0)
+    assert (run.status, run.reason, run.values, run.nodes) == ("stopped", "not_started", None, 0)
+    run = session.run()
+    assert run.status == "optimal" and run.values is not None
+
+
+def test_analytic_centre_estimate_lies_above_the_measurements() -> None:
+    """Pinned to what was measured on one core (formulations.highs_tools): a little high."""
+    from formulations.highs_tools import analytic_centre_estimate
+
+    for nnz, seconds in ((109_103, 0.78), (541_882, 5.85), (508_962, 6.62), (3_037_922, 46.8)):
+        assert seconds <= analytic_centre_estimate(nnz) <= 1.6 * seconds
+    sizes = [0, 10, 1_000, 10**5, 10**6, 10**7]
+    est = [analytic_centre_estimate(k) for k in sizes]
+    assert est == sorted(est) and est[0] == 0.0
+
+
+def test_milp_returns_the_start_plan_when_highs_cannot_start(monkeypatch: Any) -> None:
+    """No time for the uninterruptible root: the start plan, the parametric bound, and a
+    message that says why."""
+    import formulations.highs_tools as ht
+    from geoplan.cost.baseline import metis_default_plan
+
+    monkeypatch.setattr(ht, "analytic_centre_estimate", lambda nnz: 1e9)
+    inst = Instance.from_dict(by_family("metro", 12, 16, 0))
+    start = metis_default_plan(inst)
+    assert start is not None
+    r = solve(inst, "milp", seed=0, time_limit=30.0, threads=1, warm_start=start,
+              params={"heuristic": False, "parametric": False})
+    assert r.status == "feasible"
+    assert r.plan == start
+    assert "HiGHS not started" in (r.message or "")
+    assert r.info["highs"]["status"] == "not_started"
 
 
 def test_infeasible_links() -> None:
