@@ -3,7 +3,9 @@
 1. Start plans: the MILP's start heuristic (and any warm start) give an incumbent.
 2. :func:`geoplan.cost.parametric.parametric_bound` with that incumbent leaves
    the *open boxes* (stage count x bottleneck ranges) that can still hold a
-   better plan; every other plan is proven no better.
+   better plan; every other plan is proven no better. The sites its least boxes'
+   minimisers use are solved on their own (:mod:`formulations.site_subsets`) for a
+   better incumbent.
 3. The open boxes are grouped into slices (consecutive in the bottleneck). A
    slice's MILP is the full model of :mod:`formulations.milp` with the
    bottleneck restricted to the slice (so fewer layers per GPU and fewer arcs),
@@ -36,6 +38,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pyomo.environ as pyo
 
+from formulations import site_subsets
 from formulations.milp.cuts import cut_groups
 from formulations.milp.data import MilpData, prepare
 from formulations.milp.model import build_model
@@ -71,6 +74,11 @@ class SlicedParams(SolverParams):
                                at_least=0.0, at_most=1.0)
     heuristic_share: float = param(0.05, "budget share of the start heuristic (at least 1 s, "
                                    "at most a quarter)", at_least=0.0, at_most=1.0)
+    site_subsets: bool = param(True, "where the bound does not prove the start plan, solve "
+                               "the pool restricted to the sites its least boxes' minimisers "
+                               "use (formulations.site_subsets) for a better incumbent")
+    site_subsets_share: float = param(0.25, "at most this share of the budget left for that",
+                                      at_least=0.0, at_most=1.0)
 
 
 @dataclass(frozen=True)
@@ -328,6 +336,13 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         # The bound reaches the start plan: it is optimal, no slice needed.
         return Outcome(best[0], "optimal", lower_bound=min(pb.value, best[1]), trace=trace,
                        info=info, message="the parametric bound reaches the start plan")
+    if params.site_subsets:
+        best, proven = site_subsets.after_bound(instance, options, pb, best,
+                                                params.site_subsets_share, trace, info)
+        if proven and best is not None:
+            return Outcome(best[0], "optimal", lower_bound=min(pb.value, best[1]), trace=trace,
+                           info=info, message="the parametric bound reaches the plan found "
+                           "on a site subset")
     slices = make_slices(pb.open_boxes, params.slices)
     inc_obj = math.inf if best is None else best[1]
     results: list[tuple[Slice, SliceResult | None]] = [(s, None) for s in slices]

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from ortools.sat.python import cp_model
 
+from formulations import site_subsets
 from formulations.cpsat.build import build_model
 from formulations.cpsat.callbacks import _Recorder
 from formulations.cpsat.start import _warm_plan
@@ -54,6 +55,12 @@ class CpsatParams(SolverParams):
     parametric_share: float = param(DEFAULT_SHARE,
                                     "at most this budget share for that bound",
                                     at_least=0.0, at_most=1.0)
+    site_subsets: bool = param(True, "where the parametric bound does not prove the hint, "
+                               "solve the pool restricted to the sites its least boxes' "
+                               "minimisers use (formulations.site_subsets); a better plan "
+                               "becomes the hint and caps the objective")
+    site_subsets_share: float = param(0.25, "at most this share of the budget left for that",
+                                      at_least=0.0, at_most=1.0)
     log: bool = param(False, "CP-SAT search log on stdout")
     sat: Mapping[str, Any] = param(None, "any CP-SAT SatParameters field (value read as JSON)",
                                    prefix="sat.")
@@ -130,6 +137,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     if hint_plan is not None:
         hint_obj = built.add_hint(hint_plan)
     floor = -math.inf
+    pre_trace: list[TraceRow] = []  # plans found before the search (site subsets)
     if params.parametric:
         priced = (_priced(instance, p) for p in uppers)
         inc = min((e.objective for e in priced if e is not None), default=None)
@@ -145,6 +153,20 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
             if lb_int > 0:
                 built.model.add(built.objective >= lb_int)
                 info["parametric_cut"] = lb_int
+        if params.site_subsets and not (hint_price is not None
+                                        and parametric.proves(floor, hint_price)):
+            known = None if hint_plan is None or hint_price is None else (hint_plan, hint_price)
+            better, _ = site_subsets.after_bound(instance, options, pb, known,
+                                                 params.site_subsets_share, pre_trace, info)
+            if better is not None and better is not known:
+                new_plan, _ = _warm_plan(built, [better[0]])
+                if new_plan is not None:
+                    hint_plan, info["hint_source"] = new_plan, "site_subsets"
+                    hint_price = evaluate(instance, new_plan).objective
+                    hint_obj = built.add_hint(new_plan)
+                    built.model.add(built.objective <= hint_obj)
+                    hint_covers_warm = (warm_obj is not None
+                                        and hint_price <= warm_obj * (1 + 1e-12))
         if hint_price is not None and parametric.proves(floor, hint_price):
             # The bound reaches the hinted plan: it is optimal, no search needed.
             if options.warm_start:
@@ -179,6 +201,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
                 from None
     info["ignored_subsolvers"] = list(p.ignore_subsolvers)
     rec = _Recorder(built, options)
+    rec.trace.extend(pre_trace)
     solver.best_bound_callback = rec.on_bound
 
     def run() -> Any:

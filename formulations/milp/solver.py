@@ -1,7 +1,8 @@
 """The registered solver ``milp``: :class:`MilpParams`, :func:`solve` and :data:`SPEC`.
 
 :func:`solve` runs the parts in order: start plans (:mod:`formulations.milp.start`),
-data and bounds (:mod:`formulations.milp.data`), LP tightening
+data and bounds (:mod:`formulations.milp.data`), the parametric bound and the
+site-subset search it guides (:mod:`formulations.site_subsets`), LP tightening
 (:mod:`formulations.milp.tightening`), the model (:mod:`formulations.milp.model`),
 the MIP start (:mod:`formulations.milp.values`), HiGHS
 (:mod:`formulations.highs_tools`), and reads the plan back; it gives up the
@@ -16,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
+from formulations import site_subsets
 from formulations.milp.data import prepare
 from formulations.milp.model import BuildAbandoned, build_checker, build_model
 from formulations.milp.start import best_plan, heuristic_start
@@ -64,6 +66,11 @@ class MilpParams(SolverParams):
     parametric_share: float = param(DEFAULT_SHARE,
                                     "at most this budget share for that bound",
                                     at_least=0.0, at_most=1.0)
+    site_subsets: bool = param(True, "where the parametric bound does not prove the start "
+                               "plan, solve the pool restricted to the sites its least boxes' "
+                               "minimisers use (formulations.site_subsets) for a better start")
+    site_subsets_share: float = param(0.25, "at most this share of the budget left for that",
+                                      at_least=0.0, at_most=1.0)
     highs_log: bool = param(False, "HiGHS log on the console")
     highs: Mapping[str, Any] = param(None, "any HiGHS option, passed unchanged (value read "
                                      "as JSON)", prefix="highs.")
@@ -78,8 +85,10 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     ``symmetry`` (dominance constraints, default true), ``cuts`` (valid
     inequalities, default true), ``tighten`` (LP bound tightening of the
     bottleneck, default true) with ``tighten_share`` (at most this share of the
-    budget, default 0.25), ``highs_log`` (default false: HiGHS log to the
-    console), and any ``highs.<option>`` passed to HiGHS unchanged.
+    budget, default 0.25), ``site_subsets`` (default true: a ``milp`` run on the sites
+    the parametric bound points at, :mod:`formulations.site_subsets`, within
+    ``site_subsets_share`` of the budget left, default 0.25), ``highs_log`` (default
+    false: HiGHS log to the console), and any ``highs.<option>`` passed to HiGHS unchanged.
     """
     from formulations.highs_tools import HighsSession
 
@@ -155,6 +164,15 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
                 info["warm_start_accepted"] = warm is not None and best[1] <= warm[1]
             return Outcome(best[0], "optimal", lower_bound=min(floor, best[1]), trace=trace,
                            info=info, message="the parametric bound reaches the best plan")
+        if params.site_subsets:
+            best, proven = site_subsets.after_bound(instance, options, pb, best,
+                                                    params.site_subsets_share, trace, info)
+            if proven and best is not None:
+                if options.warm_start:
+                    info["warm_start_accepted"] = warm is not None and best[1] <= warm[1]
+                return Outcome(best[0], "optimal", lower_bound=min(floor, best[1]),
+                               trace=trace, info=info, message="the parametric bound reaches "
+                               "the plan found on a site subset")
         if data.c_e == 0 and data.c_t > 0 and math.isfinite(floor):
             # objective = c_t T: the floor is a bound on T (kept below HiGHS's tolerances).
             t_floor = floor / data.c_t * (1 - 10 * MODEL_TOLERANCE)

@@ -146,6 +146,8 @@ _TUNE_ROUNDS = 8
 #: Walk prices (one constraint per used site set, first and last site) up to this many
 #: sites; potentials (one per site pair) above.
 _WALK_SITES = 8
+#: Open boxes whose minimisers' sites are read for :attr:`ParametricBound.site_sets`.
+_HINT_BOXES = 4
 
 # Roles: (kind of the send back, kind of the send forward); 0 none, 1 intra, 2 inter.
 _ROLE_PREV = np.array([1, 0, 2, 1, 1, 0, 0, 2, 2], np.int64)
@@ -369,6 +371,10 @@ class ParametricBound:
     open_boxes: tuple[Box, ...] = ()
     #: What tuning the transition prices did (None: not tried).
     transitions: dict[str, object] | None = None
+    #: The sites (cluster labels) the relaxed minimisers of the least open boxes use,
+    #: distinct sets, least box first: where a plan near the bound would have to lie,
+    #: a hint for primal searches (:mod:`formulations.site_subsets`), not a proof.
+    site_sets: tuple[tuple[int, ...], ...] = ()
 
     @property
     def floor(self) -> float:
@@ -571,6 +577,18 @@ class _Boxes:
             return None
         return {"rounds": int(self.tuning[0]), "iterations": int(self.tuning[1]),
                 "seconds": round(self.tuning[2], 3)}
+
+    def minimiser_sites(self, qa: int, qb: int, za: float, zb: float,
+                        cases: tuple[tuple[float, float], ...]) -> tuple[int, ...]:
+        """The site indices the relaxed minimiser of the box's least case uses (with the
+        current prices; () when the mask code cannot say: more than 15 sites)."""
+        if self.n_sites > 15 or not self.n_sites:
+            return ()
+        case = 1 if cases[1][0] <= cases[0][0] else 0
+        v, _ = self._evaluate_case(qa, qb, za, zb, 0.0, case)
+        if not math.isfinite(v):
+            return ()
+        return tuple(i for i in range(self.n_sites) if (self.code >> (4 * i)) & 15)
 
     def zmin(self, qa: int, qb: int) -> float:
         """The least bottleneck any plan with Q in [qa, qb] has (inf: none)."""
@@ -810,10 +828,18 @@ def parametric_bound(
         exhausted = True
     # Box values are already taken FLOAT_MARGIN low; the incumbent is a plan's own value.
     value = min(heap[0][0], ub) if heap else ub
+    ordered = sorted(heap)
     boxes = tuple(Box(float(v), qa, qb, za, zb, min(s for _, s in cases))
-                  for v, _, qa, qb, za, zb, cases, _, _ in sorted(heap))
+                  for v, _, qa, qb, za, zb, cases, _, _ in ordered)
+    site_sets: list[tuple[int, ...]] = []
+    if bx.n_sites >= 2 and not (stop is not None and stop()):
+        labels = np.unique(np.asarray(cluster, np.int64))  # site index i: labels[i]
+        for _v, _, qa, qb, za, zb, cases, _, _ in ordered[:_HINT_BOXES]:
+            used = tuple(int(labels[i]) for i in bx.minimiser_sites(qa, qb, za, zb, cases))
+            if used and used not in site_sets:
+                site_sets.append(used)
     return ParametricBound(float(value), n_boxes, bx.dp_calls, time.perf_counter() - t0,
-                           exhausted, boxes, bx.transitions_summary)
+                           exhausted, boxes, bx.transitions_summary, tuple(site_sets))
 
 
 def proves(bound: float, objective: float) -> bool:

@@ -112,6 +112,25 @@ def test_deterministic_under_a_box_limit() -> None:
     assert more.value >= a.value  # refining only raises the bound
 
 
+def test_site_sets_name_distinct_sets_of_real_sites() -> None:
+    """An unproven search (box limit) names the sites of its least boxes' minimisers:
+    distinct non-empty sets of cluster labels, the same on a second run; one cluster
+    names none (nothing to restrict to)."""
+    inst = Instance.from_dict(generators.by_family("metro", 12, 12, 5))
+    ev = Evaluator(inst)
+    cl = bounds.clusters(inst)
+    args = (inst.coefficients(), inst.layers, cl, ev.weights)
+    a = parametric_bound(*args, max_boxes=25)
+    assert a.open_boxes and a.site_sets
+    assert len(set(a.site_sets)) == len(a.site_sets)
+    labels = set(cl.tolist())
+    assert all(s and set(s) <= labels and list(s) == sorted(s) for s in a.site_sets)
+    assert parametric_bound(*args, max_boxes=25).site_sets == a.site_sets
+    one = parametric_bound(inst.coefficients(), inst.layers, np.zeros(inst.n, np.int64),
+                           ev.weights, max_boxes=25)
+    assert one.site_sets == ()
+
+
 def test_bound_below_a_solved_plan_at_moderate_size() -> None:
     """N=10 geo: B&B proves its plan optimal (in about a second); the bound stays below it."""
     inst = Instance.from_dict(generators.by_family("geo", 10, 10, 2))

@@ -1,0 +1,77 @@
+"""The site-subset primal search (formulations.site_subsets) and the MILP's use of it."""
+
+from __future__ import annotations
+
+import pytest
+
+from formulations.site_subsets import improve_on_site_subsets, subset_instance
+from geoplan.cost import bounds, evaluate
+from geoplan.cost.baseline import metis_default_plan
+from geoplan.cost.normalise import resolve_normalisers
+from geoplan.model import generators
+from geoplan.model.instance import Instance
+from geoplan.solving.core import solve
+
+
+def _instance(family: str, n: int, seed: int) -> Instance:
+    return resolve_normalisers(Instance.from_dict(generators.by_family(family, n, n, seed)))
+
+
+def _sites_of(inst: Instance, plan: object) -> list[int]:
+    cl = bounds.clusters(inst)
+    return sorted({int(cl[inst.gpu_index[st.gpu]]) for st in plan.stages})  # type: ignore[attr-defined]
+
+
+def test_subset_instance_is_a_proper_part() -> None:
+    inst = _instance("metro", 10, 1)
+    cl = bounds.clusters(inst)
+    sub = subset_instance(inst, [0, 2])
+    assert sub is not None
+    assert sub.gpu_ids == tuple(g.id for g, c in zip(inst.gpus, cl, strict=True) if c in (0, 2))
+    # Same prices: the normalisers and the links among the kept GPUs are the instance's.
+    assert sub.objective == inst.objective
+    assert subset_instance(inst, sorted(set(cl.tolist()))) is None  # the whole pool
+    assert subset_instance(inst, [99]) is None  # no GPU
+
+
+@pytest.mark.parametrize(("family", "seed"), [("metro", 1), ("geo", 2)])
+def test_the_optimum_s_sites_give_the_optimum(family: str, seed: int) -> None:
+    """Pointed at the sites of B&B's proven optimum, the search returns a plan of that
+    price from a poor start, priced on the whole instance."""
+    inst = _instance(family, 10, seed)
+    opt = solve(inst, "bnb", seed=1, time_limit=600, threads=1)
+    assert opt.status == "optimal" and opt.plan is not None and opt.objective is not None
+    used = _sites_of(inst, opt.plan)
+    assert len(used) < len(set(bounds.clusters(inst).tolist()))
+    start = metis_default_plan(inst)
+    assert start is not None
+    start_obj = evaluate(inst, start).objective
+    assert start_obj > opt.objective * (1 + 1e-6)
+    better, info = improve_on_site_subsets(inst, [used], (start, start_obj), 60.0, seed=0,
+                                           threads=1, stopped=lambda: False)
+    assert better is not None
+    assert better[1] == pytest.approx(opt.objective, rel=1e-9)
+    assert better[1] == pytest.approx(evaluate(inst, better[0]).objective, rel=1e-12)
+    assert info["sets"][0]["improved"] is True  # type: ignore[index]
+    # Nothing better to find: no plan returned.
+    again, _ = improve_on_site_subsets(inst, [used], better, 60.0, seed=0, threads=1,
+                                       stopped=lambda: False)
+    assert again is None
+
+
+def test_milp_finds_the_optimum_through_a_site_subset() -> None:
+    """From a poor warm start (no start heuristic), the parametric bound cannot prove the
+    start; its minimisers' sites hold the optimum, which the MILP then returns."""
+    inst = _instance("metro", 10, 1)
+    opt = solve(inst, "bnb", seed=1, time_limit=600, threads=1)
+    start = metis_default_plan(inst)
+    assert start is not None and opt.objective is not None
+    r = solve(inst, "milp", seed=0, time_limit=120, threads=1, warm_start=start,
+              params={"heuristic": False})
+    assert r.status == "optimal"
+    assert r.objective == pytest.approx(opt.objective, rel=1e-9)
+    sets = r.info["site_subsets"]["sets"]
+    assert any(row.get("improved") for row in sets)
+    off = solve(inst, "milp", seed=0, time_limit=120, threads=1, warm_start=start,
+                params={"heuristic": False, "site_subsets": False})
+    assert "site_subsets" not in off.info
