@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from geoplan.cost import bounds, evaluate
-from geoplan.cost.parametric import ParametricBound, proves
+from geoplan.cost.parametric import ParametricBound, proves, refine_by_sites
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
 from geoplan.solving.core import SolveOptions
@@ -90,19 +90,35 @@ def improve_on_site_subsets(
 
 
 def after_bound(instance: Instance, options: SolveOptions, pb: ParametricBound,
-                best: tuple[Plan, float] | None, share: float, trace: list[TraceRow],
-                info: dict[str, Any]) -> tuple[tuple[Plan, float] | None, bool]:
-    """An exact solver's step after its parametric bound: the site-subset search within
-    ``share`` of the budget left, a better plan traced; (best plan, whether the bound now
-    proves it). Does nothing when the bound names no site set or ``share`` is 0."""
-    if not pb.site_sets or share <= 0 or options.stopped():
-        return best, False
-    better, info["site_subsets"] = improve_on_site_subsets(
-        instance, pb.site_sets, best, share * options.remaining(), seed=options.seed,
-        threads=options.threads, stopped=options.stopped)
-    if better is None:
-        return best, False
-    shown = pb.floor if math.isfinite(pb.floor) else None
-    trace.append(TraceRow(options.elapsed(), better[1], shown))
-    options.callbacks.on_improvement(options.elapsed(), better[1], shown)
-    return better, proves(pb.floor, better[1])
+                best: tuple[Plan, float] | None, trace: list[TraceRow], info: dict[str, Any],
+                *, subset_share: float, bound_share: float,
+                ) -> tuple[ParametricBound, tuple[Plan, float] | None, bool]:
+    """An exact solver's steps after its parametric bound ``pb``, while it proves nothing:
+    the site-subset search within ``subset_share`` of the budget left (0: skipped), then
+    branching on sites (:func:`geoplan.cost.parametric.refine_by_sites`) within
+    ``bound_share`` of what is left then (0: skipped), with the plan found as incumbent.
+    Improvements are traced and ``info`` gets ``site_subsets`` and the bound's summary.
+    Returns (the bound, the best plan, whether the bound proves it)."""
+    if best is not None and proves(pb.floor, best[1]):
+        return pb, best, True
+    if pb.site_sets and subset_share > 0 and not options.stopped():
+        better, info["site_subsets"] = improve_on_site_subsets(
+            instance, pb.site_sets, best, subset_share * options.remaining(),
+            seed=options.seed, threads=options.threads, stopped=options.stopped)
+        if better is not None:
+            best = better
+            shown = pb.floor if math.isfinite(pb.floor) else None
+            trace.append(TraceRow(options.elapsed(), best[1], shown))
+            options.callbacks.on_improvement(options.elapsed(), best[1], shown)
+            if proves(pb.floor, best[1]):
+                return pb, best, True
+    if bound_share > 0 and not options.stopped():
+        refined = refine_by_sites(instance, pb, None if best is None else best[1],
+                                  bound_share, options.remaining(), options.stopped)
+        if refined.value > pb.value:
+            pb = refined
+            info["parametric"] = pb.summary()
+            inc = None if best is None else best[1]
+            trace.append(TraceRow(options.elapsed(), inc, pb.floor))
+            options.callbacks.on_improvement(options.elapsed(), inc, pb.floor)
+    return pb, best, best is not None and proves(pb.floor, best[1])

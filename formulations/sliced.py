@@ -79,6 +79,9 @@ class SlicedParams(SolverParams):
                                "use (formulations.site_subsets) for a better incumbent")
     site_subsets_share: float = param(0.25, "at most this share of the budget left for that",
                                       at_least=0.0, at_most=1.0)
+    site_branching: bool = param(True, "then raise the bound by branching on the sites used "
+                                 "(geoplan.cost.site_branching), within bound_share of the "
+                                 "budget left")
 
 
 @dataclass(frozen=True)
@@ -336,13 +339,14 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         # The bound reaches the start plan: it is optimal, no slice needed.
         return Outcome(best[0], "optimal", lower_bound=min(pb.value, best[1]), trace=trace,
                        info=info, message="the parametric bound reaches the start plan")
-    if params.site_subsets:
-        best, proven = site_subsets.after_bound(instance, options, pb, best,
-                                                params.site_subsets_share, trace, info)
-        if proven and best is not None:
-            return Outcome(best[0], "optimal", lower_bound=min(pb.value, best[1]), trace=trace,
-                           info=info, message="the parametric bound reaches the plan found "
-                           "on a site subset")
+    pb, best, proven = site_subsets.after_bound(
+        instance, options, pb, best, trace, info,
+        subset_share=params.site_subsets_share if params.site_subsets else 0.0,
+        bound_share=params.bound_share if params.site_branching else 0.0)
+    if proven and best is not None:
+        return Outcome(best[0], "optimal", lower_bound=min(pb.value, best[1]), trace=trace,
+                       info=info, message="the parametric bound reaches the best plan (after "
+                       "the site-subset search and site branching)")
     slices = make_slices(pb.open_boxes, params.slices)
     inc_obj = math.inf if best is None else best[1]
     results: list[tuple[Slice, SliceResult | None]] = [(s, None) for s in slices]
@@ -368,6 +372,8 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         else:
             open_bounds.append(r.bound)
     lb = min([inc_obj, *open_bounds]) if best is not None else min(open_bounds, default=pb.value)
+    # Site branching may have raised the global bound above the slices' own box bounds.
+    lb = max(lb, pb.value) if math.isfinite(pb.value) else lb
     info["slices"] = [
         {"q": [sl.qa, sl.qb], "z": [round(sl.za, 6), round(sl.zb, 6)], "bound": sl.bound,
          **({} if r is None else {"closed": r.closed, "final_bound": r.bound,

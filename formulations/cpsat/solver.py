@@ -61,6 +61,9 @@ class CpsatParams(SolverParams):
                                "becomes the hint and caps the objective")
     site_subsets_share: float = param(0.25, "at most this share of the budget left for that",
                                       at_least=0.0, at_most=1.0)
+    site_branching: bool = param(True, "then raise the parametric bound by branching on the "
+                                 "sites used (geoplan.cost.site_branching), within "
+                                 "parametric_share of the budget left")
     log: bool = param(False, "CP-SAT search log on stdout")
     sat: Mapping[str, Any] = param(None, "any CP-SAT SatParameters field (value read as JSON)",
                                    prefix="sat.")
@@ -144,20 +147,13 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         pb = parametric.instance_bound(instance, inc, params.parametric_share,
                                        options.remaining(), options.stopped)
         floor, info["parametric"] = pb.floor, pb.summary()
-        if math.isfinite(floor) and floor > 0:
-            # The floor as a constraint: CP-SAT's own bound starts there and it stops as
-            # soon as a plan reaches it. In model integers, below the floor by the rounding
-            # tolerance (a model objective is within it of the price), so no plan is cut.
-            sc_ = built.scaling
-            lb_int = math.floor(floor * sc_.obj_scale * (1 - sc_.tolerance) * (1 - 1e-12)) - 1
-            if lb_int > 0:
-                built.model.add(built.objective >= lb_int)
-                info["parametric_cut"] = lb_int
-        if params.site_subsets and not (hint_price is not None
-                                        and parametric.proves(floor, hint_price)):
+        if not (hint_price is not None and parametric.proves(floor, hint_price)):
             known = None if hint_plan is None or hint_price is None else (hint_plan, hint_price)
-            better, _ = site_subsets.after_bound(instance, options, pb, known,
-                                                 params.site_subsets_share, pre_trace, info)
+            pb, better, _ = site_subsets.after_bound(
+                instance, options, pb, known, pre_trace, info,
+                subset_share=params.site_subsets_share if params.site_subsets else 0.0,
+                bound_share=params.parametric_share if params.site_branching else 0.0)
+            floor = pb.floor
             if better is not None and better is not known:
                 new_plan, _ = _warm_plan(built, [better[0]])
                 if new_plan is not None:
@@ -167,6 +163,15 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
                     built.model.add(built.objective <= hint_obj)
                     hint_covers_warm = (warm_obj is not None
                                         and hint_price <= warm_obj * (1 + 1e-12))
+        if math.isfinite(floor) and floor > 0:
+            # The floor as a constraint: CP-SAT's own bound starts there and it stops as
+            # soon as a plan reaches it. In model integers, below the floor by the rounding
+            # tolerance (a model objective is within it of the price), so no plan is cut.
+            sc_ = built.scaling
+            lb_int = math.floor(floor * sc_.obj_scale * (1 - sc_.tolerance) * (1 - 1e-12)) - 1
+            if lb_int > 0:
+                built.model.add(built.objective >= lb_int)
+                info["parametric_cut"] = lb_int
         if hint_price is not None and parametric.proves(floor, hint_price):
             # The bound reaches the hinted plan: it is optimal, no search needed.
             if options.warm_start:

@@ -71,6 +71,9 @@ class MilpParams(SolverParams):
                                "minimisers use (formulations.site_subsets) for a better start")
     site_subsets_share: float = param(0.25, "at most this share of the budget left for that",
                                       at_least=0.0, at_most=1.0)
+    site_branching: bool = param(True, "then raise the parametric bound by branching on the "
+                                 "sites used (geoplan.cost.site_branching), within "
+                                 "parametric_share of the budget left")
     highs_log: bool = param(False, "HiGHS log on the console")
     highs: Mapping[str, Any] = param(None, "any HiGHS option, passed unchanged (value read "
                                      "as JSON)", prefix="highs.")
@@ -164,15 +167,17 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
                 info["warm_start_accepted"] = warm is not None and best[1] <= warm[1]
             return Outcome(best[0], "optimal", lower_bound=min(floor, best[1]), trace=trace,
                            info=info, message="the parametric bound reaches the best plan")
-        if params.site_subsets:
-            best, proven = site_subsets.after_bound(instance, options, pb, best,
-                                                    params.site_subsets_share, trace, info)
-            if proven and best is not None:
-                if options.warm_start:
-                    info["warm_start_accepted"] = warm is not None and best[1] <= warm[1]
-                return Outcome(best[0], "optimal", lower_bound=min(floor, best[1]),
-                               trace=trace, info=info, message="the parametric bound reaches "
-                               "the plan found on a site subset")
+        pb, best, proven = site_subsets.after_bound(
+            instance, options, pb, best, trace, info,
+            subset_share=params.site_subsets_share if params.site_subsets else 0.0,
+            bound_share=params.parametric_share if params.site_branching else 0.0)
+        floor = pb.floor
+        if proven and best is not None:
+            if options.warm_start:
+                info["warm_start_accepted"] = warm is not None and best[1] <= warm[1]
+            return Outcome(best[0], "optimal", lower_bound=min(floor, best[1]),
+                           trace=trace, info=info, message="the parametric bound reaches "
+                           "the best plan (after the site-subset search and site branching)")
         if data.c_e == 0 and data.c_t > 0 and math.isfinite(floor):
             # objective = c_t T: the floor is a bound on T (kept below HiGHS's tolerances).
             t_floor = floor / data.c_t * (1 - 10 * MODEL_TOLERANCE)

@@ -89,7 +89,7 @@ import heapq
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -103,7 +103,7 @@ if TYPE_CHECKING:
     from geoplan.model.instance import Instance
 
 __all__ = ["DEFAULT_SHARE", "PROOF_TOLERANCE", "Box", "ParametricBound", "instance_bound",
-           "parametric_bound", "proves", "role_prices"]
+           "parametric_bound", "proves", "refine_by_sites", "role_prices"]
 
 _INF = math.inf
 #: A plan whose objective is within this relative distance above a proven bound counts as
@@ -218,7 +218,7 @@ def _window(src, srck, srce, dst, dstk, dste, L, cap, sigma, kappa, dq):  # prag
 @njit(cache=True)
 def _relaxation_dp(L, order, site_last, site_pow, site_price, comp, prices, cprices,
                    capmid, caplast, z_hi, o, ws, wp, wd, idle, dyn, mu, role_on,
-                   close_ok):  # pragma: no cover - compiled
+                   close_ok, force):  # pragma: no cover - compiled
     """min over role configurations of sum (ws tau + wp idle + wd dyn c n + mu) + ws
     (the closing sites' ``site_price[pos, mask]``); (value, k, the minimiser's mask code:
     the sum over sites of the mask it closes with times ``site_pow`` at its last position).
@@ -230,7 +230,8 @@ def _relaxation_dp(L, order, site_last, site_pow, site_price, comp, prices, cpri
     middle, no end of a run of two or more GPUs), 1 (middles placed, no such
     end yet) or 2 (such an end placed: middles have a run to sit in). Only
     roles with ``role_on`` are used; a site closes with mask m only if
-    ``close_ok[m]`` and f != 1.
+    ``close_ok[m]`` and f != 1. A site with ``force`` at its last position must be used
+    (its slot-0 states, nothing placed on it, end there).
     """
     n_slot = _SEALED + 1
     n_st = n_slot * 4
@@ -324,6 +325,10 @@ def _relaxation_dp(L, order, site_last, site_pow, site_price, comp, prices, cpri
         E, EW = EW, E
         alive, nalive = nalive, alive
         if site_last[pos]:
+            if force[pos]:
+                for gl in range(4):
+                    V[gl, :] = np.inf
+                    alive[gl] = False
             for slot in range(1, n_slot):
                 m = 12 if slot == _SEALED else slot // 3
                 ok = close_ok[m] and (slot == _SEALED or slot - 3 * m != 1)
@@ -375,6 +380,8 @@ class ParametricBound:
     #: distinct sets, least box first: where a plan near the bound would have to lie,
     #: a hint for primal searches (:mod:`formulations.site_subsets`), not a proof.
     site_sets: tuple[tuple[int, ...], ...] = ()
+    #: What branching on sites added (:mod:`geoplan.cost.site_branching`; None: not run).
+    branching: dict[str, object] | None = None
 
     @property
     def floor(self) -> float:
@@ -388,6 +395,8 @@ class ParametricBound:
             "open_boxes": len(self.open_boxes), "exhausted": self.exhausted}
         if self.transitions is not None:
             out["transitions"] = self.transitions
+        if self.branching is not None:
+            out["site_branching"] = self.branching
         return out
 
 
@@ -453,6 +462,8 @@ class _Boxes:
         self.site_pow = (16 ** site_idx.astype(np.int64) if self.n_sites <= 15
                          else np.zeros(ordered.size, np.int64))
         self.pos_site = site_idx
+        # At a site's last position: the site must be used (set by parametric_bound's forced).
+        self.force = np.zeros(ordered.size, np.bool_)
         self.site_price = np.zeros((ordered.size, 16))  # walk prices per position and mask
         self.code = 0  # the mask code of the minimiser of the last :meth:`_lagrange`
         self.last_ws = 1.0  # the stage-time weight of the last DP of :meth:`_evaluate_case`
@@ -605,7 +616,7 @@ class _Boxes:
                                     self.site_price, self.comp, self.prices, self.cost_prices,
                                     self.mid[qa],
                                     self.last[qa], z_hi, self.o, ws, wp, wd, self.idle,
-                                    self.dyn, mu, roles, close)
+                                    self.dyn, mu, roles, close, self.force)
         return float(v), int(k), int(code)
 
     def _lagrange(self, qa: int, qb: int, z_hi: float, ws: float, wp: float, wd: float,
@@ -705,6 +716,8 @@ def parametric_bound(
     max_boxes: int | None = None,
     stop: Callable[[], bool] | None = None,
     tune_transitions: bool = True,
+    forced: tuple[int, ...] = (),
+    start: tuple[Box, ...] | None = None,
 ) -> ParametricBound:
     """The best-first box search of the module docstring; a proven bound on ``a T + b E``.
 
@@ -718,10 +731,19 @@ def parametric_bound(
     time a least box is final, and the search goes on with them, re-pricing
     each box as it comes up. The value
     returned is always proven: the minimum over the open boxes (and the
-    incumbent, if every box reached it).
+    incumbent, if every box reached it). ``forced``: cluster labels every plan counted
+    must use (the bound then holds for those plans only). ``start``: boxes that hold
+    every plan counted better than the incumbent, each plan's objective at least its
+    box's bound (the open boxes of a search over a superset of these plans); the search
+    starts from them instead of from the whole range.
     """
     t0 = time.perf_counter()
     bx = _Boxes(c, layers, cluster, weights)
+    if forced:
+        cl_all = np.asarray(cluster, np.int64)
+        if not set(forced) <= set(cl_all.tolist()):
+            return ParametricBound(_INF, 0, 0, time.perf_counter() - t0, True)
+        bx.force = bx.site_last & np.isin(cl_all[bx.order], np.asarray(forced, np.int64))
     ub = _INF if incumbent is None else float(incumbent)
     z_hi = bx.z_worst * (1 + 1e-9)
     if math.isfinite(ub):
@@ -765,7 +787,16 @@ def parametric_bound(
             return True
         return max_boxes is not None and n_boxes >= max_boxes // 2
 
-    push(1, bx.q_max, z_lo, z_hi)
+    if start is None:
+        push(1, bx.q_max, z_lo, z_hi)
+    else:
+        for box in start:
+            qb = min(box.qb, bx.q_max)  # a restricted pool may hold fewer stages
+            if box.bound < ub and box.qa <= qb and max(box.za, bx.zmin(box.qa, qb)) <= box.zb:
+                push(box.qa, qb, box.za, box.zb, box.bound, None, _Q_STALL)
+        if not heap:
+            return ParametricBound(ub if math.isfinite(ub) else _INF, n_boxes, bx.dp_calls,
+                                   time.perf_counter() - t0, True)
     exhausted = False
     # Tuning rounds left: one at halfway or once the least box is final, then one more
     # each time a least box is final again (each round re-prices only what comes up).
@@ -852,6 +883,31 @@ def instance_bound(instance: Instance, incumbent: float | None, share: float, re
     """:func:`parametric_bound` of an instance (normalisers resolved) within ``share`` of
     ``remaining`` seconds."""
     deadline = time.perf_counter() + share * remaining if math.isfinite(remaining) else None
-    return parametric_bound(instance.coefficients(), instance.layers, bounds.clusters(instance),
-                            ObjectiveWeights.from_instance(instance), incumbent=incumbent,
-                            deadline=deadline, stop=stop)
+    cl = bounds.clusters(instance)
+    pb = parametric_bound(instance.coefficients(), instance.layers, cl,
+                          ObjectiveWeights.from_instance(instance), incumbent=incumbent,
+                          deadline=deadline, stop=stop)
+    return pb
+
+
+def refine_by_sites(instance: Instance, pb: ParametricBound, incumbent: float | None,
+                    share: float, remaining: float,
+                    stop: Callable[[], bool] | None = None) -> ParametricBound:
+    """``pb`` (:func:`instance_bound`'s) raised by branching on sites
+    (:mod:`geoplan.cost.site_branching`) within ``share`` of ``remaining`` seconds; as
+    it is when it proves ``incumbent``, or when its own search was cut by its deadline
+    (it would need the time more than the branching)."""
+    if not math.isfinite(remaining) or not pb.exhausted or not math.isfinite(pb.value) or (
+            incumbent is not None and proves(pb.value, incumbent)):
+        return pb
+    from geoplan.cost.site_branching import branch_on_sites
+
+    deadline = time.perf_counter() + share * remaining
+    br = branch_on_sites(instance, pb, incumbent, deadline, stop)
+    if br.nodes == 0:
+        return pb
+    names = list(dict.fromkeys(str(g.site) for g in instance.gpus))
+    hint = tuple(sorted(names.index(s) for s in br.sites))
+    sets = ((hint,) if hint else ()) + tuple(x for x in pb.site_sets if x != hint)
+    return replace(pb, value=br.value, seconds=pb.seconds + br.seconds, site_sets=sets,
+                   branching=br.summary())

@@ -1,0 +1,86 @@
+"""Branching on sites (geoplan.cost.site_branching) and the parametric search's forced
+sites and start boxes it relies on: every bound stays below the plans it counts."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+
+import pytest
+from oracle import reference_optimum
+
+from geoplan.cost import bounds, parametric
+from geoplan.cost.evaluate import Evaluator
+from geoplan.cost.normalise import resolve_normalisers
+from geoplan.cost.parametric import instance_bound, parametric_bound, refine_by_sites
+from geoplan.model import generators
+from geoplan.model.instance import Instance
+from geoplan.solving.core import solve
+
+
+def _instance(family: str, n: int, layers: int, seed: int, lam: float) -> Instance:
+    return resolve_normalisers(Instance.from_dict(
+        generators.by_family(family, n, layers, seed, lam=lam)))
+
+
+@pytest.mark.parametrize(("family", "seed", "lam"), [
+    ("metro", 0, 1.0), ("metro", 1, 0.5), ("metro", 2, 1.0), ("geo", 3, 1.0), ("geo", 4, 0.5),
+])
+def test_forced_bound_never_exceeds_the_best_plan_using_that_site(family: str, seed: int,
+                                                                  lam: float) -> None:
+    """N=6, three sites: the bound with site s forced is at most the best plan using s
+    (enumerated by the reference over every GPU order that includes a GPU of s), and at
+    least the bound without it."""
+    inst = _instance(family, 6, 6, seed, lam)
+    ev = Evaluator(inst)
+    cl = bounds.clusters(inst)
+    args = (inst.coefficients(), inst.layers, cl, ev.weights)
+    plain = parametric_bound(*args, max_boxes=400)
+    gpus = range(inst.n)
+    for s in sorted(set(cl.tolist())):
+        orders = [list(o) for k in range(1, inst.n + 1) for o in itertools.permutations(gpus, k)
+                  if any(cl[g] == s for g in o)]
+        best, _, _ = reference_optimum(inst, orders)
+        forced = parametric_bound(*args, max_boxes=400, forced=(s,))
+        assert forced.value >= plain.value
+        if math.isfinite(best):
+            assert forced.value <= best * (1 + 1e-12), (s, forced.value, best)
+    assert parametric_bound(*args, max_boxes=400, forced=(99,)).value == math.inf
+
+
+@pytest.mark.parametrize(("n", "seed", "lam"), [(8, 0, 1.0), (10, 1, 1.0), (10, 4, 0.5),
+                                                (12, 2, 1.0)])
+def test_site_branching_stays_below_the_optimum(n: int, seed: int, lam: float) -> None:
+    """metro pools: B&B's proven optimum bounds the refined bound, which is at least the
+    root's; so does a search started from the root's open boxes. (The deadline is far:
+    these searches take well under a second.)"""
+    inst = _instance("metro", n, n, seed, lam)
+    opt = solve(inst, "bnb", seed=1, time_limit=600, threads=1, params={"parametric": False})
+    assert opt.status == "optimal" and opt.objective is not None
+    for incumbent in (None, opt.objective * 1.02):
+        root = instance_bound(inst, incumbent, 1.0, 60.0)
+        refined = refine_by_sites(inst, root, incumbent, 1.0, 60.0)
+        assert root.value <= refined.value <= opt.objective * (1 + 1e-12)
+        if refined.branching is not None:
+            assert refined.branching["nodes"] >= 1  # type: ignore[operator]
+        ev = Evaluator(inst)
+        again = parametric_bound(inst.coefficients(), inst.layers, bounds.clusters(inst),
+                                 ev.weights, incumbent=incumbent, start=root.open_boxes,
+                                 deadline=time.perf_counter() + 60.0)
+        assert again.value <= opt.objective * (1 + 1e-12)
+
+
+def test_branching_proves_a_plan_the_root_bound_does_not() -> None:
+    """metro N=20 L=20 seed 2: the root bound is 2 % below the best plan the MILP finds
+    in 60 s without branching (342.953); branching on sites reaches that plan (it is
+    optimal) and stays below it. (About a second: the deadline is never near.)"""
+    inst = _instance("metro", 20, 20, 2, 1.0)
+    plan = solve(inst, "milp", seed=0, time_limit=120, threads=1)
+    assert plan.status == "optimal" and plan.objective is not None
+    assert "site_branching" in plan.info["parametric"]
+    root = instance_bound(inst, None, 1.0, 60.0)
+    assert root.value < plan.objective * (1 - 0.01)
+    refined = refine_by_sites(inst, root, None, 1.0, 60.0)
+    assert root.value < refined.value <= plan.objective * (1 + 1e-12)
+    assert parametric.proves(refined.value, plan.objective)
