@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,9 +28,24 @@ from geoplan.cost.parametric import ParametricBound, proves, refine_by_sites
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
 from geoplan.solving.core import SolveOptions
+from geoplan.solving.params import SolverParams, param
 from geoplan.solving.result import TraceRow
 
-__all__ = ["after_bound", "improve_on_site_subsets", "subset_instance"]
+__all__ = ["SiteSearchParams", "after_bound", "improve_on_site_subsets", "subset_instance"]
+
+
+@dataclass(frozen=True)
+class SiteSearchParams(SolverParams):
+    """The parameters every exact solver that runs :func:`after_bound` shares."""
+
+    site_subsets: bool = param(True, "where the parametric bound does not prove the start "
+                               "plan, solve the pool restricted to the sites its least boxes' "
+                               "minimisers use (formulations.site_subsets) for a better start")
+    site_subsets_share: float = param(0.25, "at most this share of the budget left for that",
+                                      at_least=0.0, at_most=1.0)
+    site_branching: bool = param(True, "then raise the parametric bound by branching on the "
+                                 "sites used (geoplan.cost.site_branching), within the bound's "
+                                 "share of the budget left")
 
 
 def subset_instance(instance: Instance, labels: Sequence[int]) -> Instance | None:

@@ -46,12 +46,13 @@ from formulations.milp.start import best_plan, heuristic_start
 from formulations.milp.symmetry import canonical_plan
 from formulations.milp.tolerances import HIGHS_TOLERANCES, MODEL_TOLERANCE, below_tolerance
 from formulations.milp.values import read_plan, start_values
+from formulations.site_subsets import SiteSearchParams
 from geoplan.cost import evaluate, kernel
 from geoplan.cost.parametric import DEFAULT_SHARE, Box, instance_bound, proves
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
 from geoplan.solving.core import SolveOptions, record_bound
-from geoplan.solving.params import SolverParams, param
+from geoplan.solving.params import param
 from geoplan.solving.registry import SolverSpec
 from geoplan.solving.result import Outcome, Status, TraceRow
 
@@ -59,7 +60,7 @@ __all__ = ["SPEC", "Slice", "SlicedParams", "make_slices", "slice_data", "solve"
 
 
 @dataclass(frozen=True)
-class SlicedParams(SolverParams):
+class SlicedParams(SiteSearchParams):
     """Parameters of ``sliced`` (``--param KEY=VALUE``)."""
 
     LABEL: ClassVar[str] = "sliced"
@@ -74,14 +75,6 @@ class SlicedParams(SolverParams):
                                at_least=0.0, at_most=1.0)
     heuristic_share: float = param(0.05, "budget share of the start heuristic (at least 1 s, "
                                    "at most a quarter)", at_least=0.0, at_most=1.0)
-    site_subsets: bool = param(True, "where the bound does not prove the start plan, solve "
-                               "the pool restricted to the sites its least boxes' minimisers "
-                               "use (formulations.site_subsets) for a better incumbent")
-    site_subsets_share: float = param(0.25, "at most this share of the budget left for that",
-                                      at_least=0.0, at_most=1.0)
-    site_branching: bool = param(True, "then raise the bound by branching on the sites used "
-                                 "(geoplan.cost.site_branching), within bound_share of the "
-                                 "budget left")
 
 
 @dataclass(frozen=True)

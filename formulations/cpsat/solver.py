@@ -19,13 +19,14 @@ from formulations.cpsat.build import build_model
 from formulations.cpsat.callbacks import _Recorder
 from formulations.cpsat.start import _warm_plan
 from formulations.milp.start import heuristic_start
+from formulations.site_subsets import SiteSearchParams
 from geoplan.cost import evaluate, parametric
 from geoplan.cost.parametric import DEFAULT_SHARE
 from geoplan.errors import InputError, SolverError
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
 from geoplan.solving.core import SolveOptions
-from geoplan.solving.params import SolverParams, param
+from geoplan.solving.params import param
 from geoplan.solving.registry import SolverSpec
 from geoplan.solving.result import Outcome, TraceRow
 from geoplan.solving.stop import call_stoppable
@@ -35,7 +36,7 @@ UNSOUND_SUBSOLVERS = ("routing_path_lns", "routing_random_lns", "routing_full_pa
 
 
 @dataclass(frozen=True)
-class CpsatParams(SolverParams):
+class CpsatParams(SiteSearchParams):
     """Parameters of ``cpsat`` (``--param KEY=VALUE``)."""
 
     LABEL: ClassVar[str] = "cpsat"
@@ -55,15 +56,6 @@ class CpsatParams(SolverParams):
     parametric_share: float = param(DEFAULT_SHARE,
                                     "at most this budget share for that bound",
                                     at_least=0.0, at_most=1.0)
-    site_subsets: bool = param(True, "where the parametric bound does not prove the hint, "
-                               "solve the pool restricted to the sites its least boxes' "
-                               "minimisers use (formulations.site_subsets); a better plan "
-                               "becomes the hint and caps the objective")
-    site_subsets_share: float = param(0.25, "at most this share of the budget left for that",
-                                      at_least=0.0, at_most=1.0)
-    site_branching: bool = param(True, "then raise the parametric bound by branching on the "
-                                 "sites used (geoplan.cost.site_branching), within "
-                                 "parametric_share of the budget left")
     log: bool = param(False, "CP-SAT search log on stdout")
     sat: Mapping[str, Any] = param(None, "any CP-SAT SatParameters field (value read as JSON)",
                                    prefix="sat.")

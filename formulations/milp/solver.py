@@ -31,13 +31,14 @@ from formulations.milp.tolerances import (
     build_estimate,
 )
 from formulations.milp.values import read_plan, start_values
+from formulations.site_subsets import SiteSearchParams
 from geoplan.cost import evaluate, parametric
 from geoplan.cost.parametric import DEFAULT_SHARE
 from geoplan.errors import FormulationError
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
 from geoplan.solving.core import SolveOptions, record_bound
-from geoplan.solving.params import SolverParams, param
+from geoplan.solving.params import param
 from geoplan.solving.registry import SolverSpec
 from geoplan.solving.result import Outcome, Status, TraceRow
 
@@ -45,7 +46,7 @@ __all__ = ["SPEC", "MilpParams", "solve"]
 
 
 @dataclass(frozen=True)
-class MilpParams(SolverParams):
+class MilpParams(SiteSearchParams):
     """Parameters of ``milp`` (``--param KEY=VALUE``)."""
 
     LABEL: ClassVar[str] = "milp"
@@ -66,14 +67,6 @@ class MilpParams(SolverParams):
     parametric_share: float = param(DEFAULT_SHARE,
                                     "at most this budget share for that bound",
                                     at_least=0.0, at_most=1.0)
-    site_subsets: bool = param(True, "where the parametric bound does not prove the start "
-                               "plan, solve the pool restricted to the sites its least boxes' "
-                               "minimisers use (formulations.site_subsets) for a better start")
-    site_subsets_share: float = param(0.25, "at most this share of the budget left for that",
-                                      at_least=0.0, at_most=1.0)
-    site_branching: bool = param(True, "then raise the parametric bound by branching on the "
-                                 "sites used (geoplan.cost.site_branching), within "
-                                 "parametric_share of the budget left")
     highs_log: bool = param(False, "HiGHS log on the console")
     highs: Mapping[str, Any] = param(None, "any HiGHS option, passed unchanged (value read "
                                      "as JSON)", prefix="highs.")
@@ -118,16 +111,20 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     cuts = params.cuts
     check = build_checker(options, "milp model")
 
+    floor = -math.inf  # the parametric bound, once known
+
     def abandoned(reason: str) -> Outcome:
         # The model could not be built within the budget (or an interrupt came first):
-        # the best plan known so far, as at a time-out.
+        # the best plan known so far and the bound proven so far, as at a time-out.
         info["model"] = f"abandoned: {reason}"
         info["build_s"] = round(time.perf_counter() - t_build, 4)
+        lb = floor if math.isfinite(floor) else None
         if best is None:
-            return Outcome(None, "no_solution", trace=trace, info=info,
+            return Outcome(None, "no_solution", lower_bound=lb, trace=trace, info=info,
                            message=f"milp: model abandoned ({reason}) before any plan was found")
-        return Outcome(best[0], "feasible", trace=trace, info=info,
-                       message=f"milp: model abandoned ({reason}); the best heuristic plan")
+        return Outcome(best[0], "feasible", lower_bound=None if lb is None else min(lb, best[1]),
+                       trace=trace, info=info,
+                       message=f"milp: model abandoned ({reason}); the best plan found before")
 
     try:
         check("data")
@@ -153,7 +150,6 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
             "both ways has the memory and links to hold them",
         )
     info["tmax_lb"] = {"initial": data.tmax_lb}
-    floor = -math.inf
     if params.parametric:
         pb = parametric.instance_bound(instance, None if best is None else best[1],
                                        params.parametric_share, options.remaining(),
