@@ -247,25 +247,31 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
 
     first_incumbent: list[float] = []
 
-    def with_floor(bound: float) -> float | None:
-        # The trace and the progress line show the proven bound: HiGHS's own bound
-        # starts below the parametric floor the model was given.
+    shown = [r.bound for r in trace if r.bound is not None]
+    best_shown = max(shown) if shown else None
+
+    def proven_bound(bound: float) -> float | None:
+        # The trace and the progress line show the proven bound, which never falls:
+        # HiGHS's own bound starts below the parametric floor the model was given.
+        nonlocal best_shown
         b = below_tolerance(bound) if math.isfinite(bound) else None
-        if math.isfinite(floor):
-            b = floor if b is None else max(b, floor)
+        for known in (floor if math.isfinite(floor) else None, best_shown):
+            if known is not None:
+                b = known if b is None else max(b, known)
+        best_shown = b
         return b
 
     def on_incumbent(_: float, obj: float, bound: float) -> None:
         first_incumbent.append(obj)
-        b = with_floor(bound)
+        b = proven_bound(bound)
         trace.append(TraceRow(options.elapsed(), obj, b))
         options.callbacks.on_improvement(options.elapsed(), obj, b)
 
     def on_bound(_: float, bound: float) -> None:
         inc = trace[-1].incumbent if trace else None
-        b = with_floor(bound)
-        shown = [r.bound for r in trace if r.bound is not None]
-        if b is None or (shown and b <= max(shown)):
+        before = best_shown
+        b = proven_bound(bound)
+        if b is None or (before is not None and b <= before):
             return  # the proven bound did not rise
         trace.append(TraceRow(options.elapsed(), inc, b))
         options.callbacks.on_improvement(options.elapsed(), inc, b)
