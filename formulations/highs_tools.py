@@ -117,6 +117,8 @@ class HighsSession:
         self.highs: highspy.Highs = highs
         self._col: dict[int, int] = col_map
         self._vars = {id(v): v for v in model.component_data_objects(pyo.Var, descend_into=True)}
+        # From the model, not HiGHS's LP (getLp copies it: 3 M nonzeros at N=256).
+        self._is_mip = any(not v.is_continuous() for v in self._vars.values())
         self._start_given = False
         self.log: list[str] = []
         self.highs.setOptionValue("log_to_console", False)
@@ -134,8 +136,7 @@ class HighsSession:
     @property
     def is_mip(self) -> bool:
         """Whether any column is integer (HiGHS then runs its MIP solver)."""
-        cont = highspy.HighsVarType.kContinuous
-        return any(t != cont for t in self.highs.getLp().integrality_)
+        return self._is_mip
 
     def set_options(
         self,

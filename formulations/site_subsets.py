@@ -105,18 +105,20 @@ def improve_on_site_subsets(
     return (best if best is not incumbent else None), {"sets": tried}
 
 
-def after_bound(instance: Instance, options: SolveOptions, pb: ParametricBound,
-                best: tuple[Plan, float] | None, trace: list[TraceRow], info: dict[str, Any],
-                *, subset_share: float, bound_share: float,
+def after_bound(instance: Instance, options: SolveOptions, params: SiteSearchParams,
+                bound_share: float, pb: ParametricBound, best: tuple[Plan, float] | None,
+                trace: list[TraceRow], info: dict[str, Any],
                 ) -> tuple[ParametricBound, tuple[Plan, float] | None, bool]:
-    """An exact solver's steps after its parametric bound ``pb``, while it proves nothing:
-    the site-subset search within ``subset_share`` of the budget left (0: skipped), then
-    branching on sites (:func:`geoplan.cost.parametric.refine_by_sites`) within
-    ``bound_share`` of what is left then (0: skipped), with the plan found as incumbent.
+    """An exact solver's steps after its parametric bound ``pb`` (which does not prove
+    ``best``): the site-subset search (``params.site_subsets``) within
+    ``params.site_subsets_share`` of the budget left, then branching on sites
+    (``params.site_branching``; :func:`geoplan.cost.parametric.refine_by_sites`) within
+    ``bound_share`` of what is left then, with the plan found as incumbent.
     Improvements are traced and ``info`` gets ``site_subsets`` and the bound's summary.
     Returns (the bound, the best plan, whether the bound proves it)."""
-    if best is not None and proves(pb.floor, best[1]):
-        return pb, best, True
+    subset_share = params.site_subsets_share if params.site_subsets else 0.0
+    if not params.site_branching:
+        bound_share = 0.0
     if pb.site_sets and subset_share > 0 and not options.stopped():
         better, info["site_subsets"] = improve_on_site_subsets(
             instance, pb.site_sets, best, subset_share * options.remaining(),

@@ -333,9 +333,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         return Outcome(best[0], "optimal", lower_bound=min(pb.value, best[1]), trace=trace,
                        info=info, message="the parametric bound reaches the start plan")
     pb, best, proven = site_subsets.after_bound(
-        instance, options, pb, best, trace, info,
-        subset_share=params.site_subsets_share if params.site_subsets else 0.0,
-        bound_share=params.bound_share if params.site_branching else 0.0)
+        instance, options, params, params.bound_share, pb, best, trace, info)
     if proven and best is not None:
         return Outcome(best[0], "optimal", lower_bound=min(pb.value, best[1]), trace=trace,
                        info=info, message="the parametric bound reaches the best plan (after "

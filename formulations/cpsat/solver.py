@@ -142,9 +142,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         if not (hint_price is not None and parametric.proves(floor, hint_price)):
             known = None if hint_plan is None or hint_price is None else (hint_plan, hint_price)
             pb, better, _ = site_subsets.after_bound(
-                instance, options, pb, known, pre_trace, info,
-                subset_share=params.site_subsets_share if params.site_subsets else 0.0,
-                bound_share=params.parametric_share if params.site_branching else 0.0)
+                instance, options, params, params.parametric_share, pb, known, pre_trace, info)
             floor = pb.floor
             if better is not None and better is not known:
                 new_plan, _ = _warm_plan(built, [better[0]])

@@ -58,6 +58,7 @@ __all__ = [
     "layer_cap_table",
     "layers_within",
     "objective_lower_bound",
+    "site_names",
     "t_iter_bounds",
     "t_iter_cap",
     "t_iter_worst",
@@ -238,16 +239,25 @@ def _tmax_bounds_float(L, ub, cc, roles, cluster, n_clusters, mid, last, member,
 # --------------------------------------------------------------------------- the relaxation
 
 
+def site_names(instance: Instance) -> list[str] | None:
+    """The site of cluster label k of :func:`clusters` at position k (sites in order of
+    first appearance); None when some GPU has no site (one cluster, no names)."""
+    sites = [g.site for g in instance.gpus]
+    if any(s is None for s in sites):
+        return None
+    return [str(s) for s in dict.fromkeys(sites)]
+
+
 def clusters(instance: Instance) -> np.ndarray:
     """A partition of the GPUs for the crossing relaxation: the site labels, else one cluster.
 
     Any partition gives a valid bound; sites make it strong (links inside a site are fast).
     """
-    sites = [g.site for g in instance.gpus]
-    if any(s is None for s in sites):
+    names = site_names(instance)
+    if names is None:
         return np.zeros(instance.n, np.int64)
-    names = {s: k for k, s in enumerate(dict.fromkeys(sites))}
-    return np.array([names[s] for s in sites], np.int64)
+    label = {s: k for k, s in enumerate(names)}
+    return np.array([label[str(g.site)] for g in instance.gpus], np.int64)
 
 
 def layer_cap_table(c: Coefficients, layers: int, q_max: int) -> tuple[np.ndarray, np.ndarray]:

@@ -883,11 +883,9 @@ def instance_bound(instance: Instance, incumbent: float | None, share: float, re
     """:func:`parametric_bound` of an instance (normalisers resolved) within ``share`` of
     ``remaining`` seconds."""
     deadline = time.perf_counter() + share * remaining if math.isfinite(remaining) else None
-    cl = bounds.clusters(instance)
-    pb = parametric_bound(instance.coefficients(), instance.layers, cl,
-                          ObjectiveWeights.from_instance(instance), incumbent=incumbent,
-                          deadline=deadline, stop=stop)
-    return pb
+    return parametric_bound(instance.coefficients(), instance.layers, bounds.clusters(instance),
+                            ObjectiveWeights.from_instance(instance), incumbent=incumbent,
+                            deadline=deadline, stop=stop)
 
 
 def refine_by_sites(instance: Instance, pb: ParametricBound, incumbent: float | None,
@@ -906,7 +904,7 @@ def refine_by_sites(instance: Instance, pb: ParametricBound, incumbent: float | 
     br = branch_on_sites(instance, pb, incumbent, deadline, stop)
     if br.nodes == 0:
         return pb
-    names = list(dict.fromkeys(str(g.site) for g in instance.gpus))
+    names = bounds.site_names(instance) or []
     hint = tuple(sorted(names.index(s) for s in br.sites))
     sets = ((hint,) if hint else ()) + tuple(x for x in pb.site_sets if x != hint)
     return replace(pb, value=br.value, seconds=pb.seconds + br.seconds, site_sets=sets,

@@ -58,20 +58,14 @@ class SiteBranching:
                 "seconds": round(self.seconds, 3)}
 
 
-def _site_names(instance: Instance) -> list[str] | None:
-    names = [g.site for g in instance.gpus]
-    return None if any(s is None for s in names) else [str(s) for s in names]
-
-
 def _node_bound(instance: Instance, allowed: frozenset[str], forced: frozenset[str],
                 incumbent: float | None, deadline: float, stop: Callable[[], bool] | None,
                 start: tuple[Box, ...] | None) -> tuple[ParametricBound, list[str]]:
     """The parametric search on the plans of one node; and the subset's site names by label."""
     ids = [g.id for g in instance.gpus if g.site in allowed]
     sub = instance.subset(ids)
-    cl = bounds.clusters(sub)
-    names = list(dict.fromkeys(str(g.site) for g in sub.gpus))  # label k is names[k]
-    pb = parametric_bound(sub.coefficients(), sub.layers, cl,
+    names = bounds.site_names(sub) or []  # cluster label k is names[k]
+    pb = parametric_bound(sub.coefficients(), sub.layers, bounds.clusters(sub),
                           ObjectiveWeights.from_instance(sub), incumbent=incumbent,
                           deadline=deadline, stop=stop,
                           forced=tuple(names.index(s) for s in sorted(forced)), start=start)
@@ -84,11 +78,10 @@ def branch_on_sites(instance: Instance, root: ParametricBound, incumbent: float 
     ``deadline`` (``time.perf_counter()``) or ``stop()``; the value is proven, and at
     least ``root.value``."""
     t0 = time.perf_counter()
-    site_of = _site_names(instance)
-    all_sites = frozenset(site_of or ())
-    root_names = list(dict.fromkeys(site_of or ()))
-    if site_of is None or len(all_sites) < 3 or not root.site_sets:
+    root_names = bounds.site_names(instance)  # cluster label k is root_names[k]
+    if root_names is None or len(root_names) < 3 or not root.site_sets:
         return SiteBranching(root.value, 0, 1, 0.0)
+    all_sites = frozenset(root_names)
     ub = math.inf if incumbent is None else float(incumbent)
     # Round trips between sites (least over their GPUs), for the choice of the split site.
     trip, _, _ = transitions.site_links(np.asarray(instance.coefficients().comm_ms),
