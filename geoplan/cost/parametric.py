@@ -66,6 +66,15 @@ least box by Kelley's cutting planes (the minimiser's end sets per site are
 the supergradient), and the search re-prices each box as it comes up,
 keeping the better of its old and new bounds.
 
+**Site paths.** For the plans that visit given sites once each in a given order
+(``path``; :mod:`geoplan.cost.site_branching` parts the plans so), each site holds
+one run and its neighbours are known: no runs are joined, intra-site sends are
+priced by intra-site links, an inter-site send back by the GPU's cheapest link to
+the previous site and one forward by its cheapest link to the next, caps included;
+only the first site may hold the first stage and only the last the last stage. No
+transition prices are needed, and the minimiser is itself a pipeline
+(:func:`path_plan`; the DP records its choices on request, :func:`_traceback`).
+
 **Stage count.** The box's Q range enters by Lagrange multiplier: with a
 price ``mu`` per stage, ``V(mu) = min (cost + mu k)`` over configurations of
 any stage count k gives ``cost >= V(mu) - mu qb`` (mu >= 0) or
@@ -103,7 +112,7 @@ if TYPE_CHECKING:
     from geoplan.model.instance import Instance
 
 __all__ = ["DEFAULT_SHARE", "PROOF_TOLERANCE", "Box", "ParametricBound", "instance_bound",
-           "parametric_bound", "proves", "refine_by_sites", "role_prices"]
+           "parametric_bound", "path_plan", "proves", "refine_by_sites", "role_prices"]
 
 _INF = math.inf
 #: A plan whose objective is within this relative distance above a proven bound counts as
@@ -137,6 +146,10 @@ _MAX_Q_SPLITS = 64
 #: part final without one Z split of its own (metro N=10 L=12 seed 5: 8 % short of the
 #: optimum; with 3, exact).
 _Q_STALL = 3
+#: At most this many stalled boxes within _NEAR_STALL of the incumbent are split all
+#: the same.
+_NEAR_SPLITS = 256
+_NEAR_STALL = 1e-4
 #: Kelley iterations of :meth:`_Boxes.tune_transitions`, and the relative rise of the
 #: cutting-plane model below which it stops.
 _KELLEY_ITERS = 24
@@ -146,8 +159,11 @@ _TUNE_ROUNDS = 8
 #: Walk prices (one constraint per used site set, first and last site) up to this many
 #: sites; potentials (one per site pair) above.
 _WALK_SITES = 8
-#: Open boxes whose minimisers' sites are read for :attr:`ParametricBound.site_sets`.
+#: Open boxes whose minimisers' sites are read for :attr:`ParametricBound.site_sets`
+#: (one once the deadline is past).
 _HINT_BOXES = 4
+#: The price version of a start box not yet evaluated.
+_PENDING = -1
 
 # Roles: (kind of the send back, kind of the send forward); 0 none, 1 intra, 2 inter.
 _ROLE_PREV = np.array([1, 0, 2, 1, 1, 0, 0, 2, 2], np.int64)
@@ -165,10 +181,15 @@ _MULTI_SITE = (np.array([1, 1, 1, 1, 1, 0, 1, 1, 1], np.bool_),
 _CASES = (_SINGLE_SITE, _MULTI_SITE)
 
 
-def role_prices(comm: np.ndarray, cluster: np.ndarray) -> np.ndarray:
+def role_prices(comm: np.ndarray, cluster: np.ndarray, path: np.ndarray | None = None
+                ) -> np.ndarray:
     """Per GPU and role (the nine ``(prev, next)`` kinds), the least its sends cost (inf: none).
 
     Only pairs linked both ways can be consecutive stages, so only those count.
+    ``path``: per cluster label its place on a site path (-1: off it), for the plans
+    that visit those sites once each in that order: an inter-site send back then goes
+    to the previous site, one forward to the next, and intra-site sends stay on the
+    site (no runs are joined).
     """
     n = comm.shape[0]
     both = np.isfinite(comm) & np.isfinite(comm.T)
@@ -176,22 +197,34 @@ def role_prices(comm: np.ndarray, cluster: np.ndarray) -> np.ndarray:
     out = np.full((n, N_ROLES), _INF)
     for g in range(n):
         js = np.nonzero(both[g])[0]
-        d_all = np.sort(comm[g, js])
-        d_x = np.sort(comm[g, js[cluster[js] != cluster[g]]])
+        same = cluster[js] == cluster[g]
+        if path is None:
+            d_all = np.sort(comm[g, js])
+            d_x = np.sort(comm[g, js[~same]])
+            d_back = d_fwd = d_x
+        else:
+            d_all = np.sort(comm[g, js[same]])
+            place = path[cluster[js]]
+            d_back = np.sort(comm[g, js[place == path[cluster[g]] - 1]])
+            d_fwd = np.sort(comm[g, js[place == path[cluster[g]] + 1]])
+            d_x = np.empty(0)  # two inter-site sends: one back and one forward
         c_in = d_all[0] if d_all.size else _INF
-        c_x = d_x[0] if d_x.size else _INF
+        c_b = d_back[0] if d_back.size else _INF
+        c_f = d_fwd[0] if d_fwd.size else _INF
         m2 = d_all[0] + d_all[1] if d_all.size >= 2 else _INF
-        x2 = d_x[0] + d_x[1] if d_x.size >= 2 else _INF
-        out[g] = (m2, c_in, c_x + c_in, c_in, c_in + c_x, 0.0, c_x, c_x, x2)
+        x2 = d_x[0] + d_x[1] if d_x.size >= 2 else c_b + c_f if path is not None else _INF
+        out[g] = (m2, c_in, c_b + c_in, c_in, c_in + c_f, 0.0, c_f, c_b, x2)
     return out
 
 
 @njit(cache=True)
-def _window(src, srck, srce, dst, dstk, dste, L, cap, sigma, kappa, dq):  # pragma: no cover
+def _window(src, srck, srce, dst, dstk, dste, L, cap, sigma, kappa, dq,
+            rec, rs, rb, rr, s_id, r_id):  # pragma: no cover
     """dst[l] = min(dst[l], kappa + sigma l + min_{l-cap <= m <= l-1} (src[m] - sigma m)), k + 1
     (and the argmin's mask code carried along).
 
-    ``dq``: scratch of at least L + 1 integers (the monotone queue).
+    ``dq``: scratch of at least L + 1 integers (the monotone queue). With ``rec``, each
+    improved ``l`` records the source state ``s_id``, the argmin ``m`` and the role.
     """
     head = 0
     tail = 0
@@ -213,12 +246,33 @@ def _window(src, srck, srce, dst, dstk, dste, L, cap, sigma, kappa, dq):  # prag
                 dst[ell] = val
                 dstk[ell] = srck[b] + 1
                 dste[ell] = srce[b]
+                if rec:
+                    rs[ell] = s_id
+                    rb[ell] = b
+                    rr[ell] = r_id
+
+
+@njit(cache=True)
+def _layer_cap(mem, price, c, o, z_hi, L):  # pragma: no cover - compiled
+    """The most layers a GPU of per-layer time ``c`` holds in a stage of time at most
+    ``z_hi`` whose sends cost ``price`` (and at most its memory cap ``mem``, and L)."""
+    room = z_hi * (1.0 + 1e-12) - price - o
+    if room < c:
+        return 0
+    cap = int(room // c) if c > 0 else L
+    while cap > 1 and cap * c + price + o > z_hi * (1.0 + 1e-12):
+        cap -= 1
+    if cap > mem:
+        cap = mem
+    if cap > L:
+        cap = L
+    return cap
 
 
 @njit(cache=True)
 def _relaxation_dp(L, order, site_last, site_pow, site_price, comp, prices, cprices,
                    capmid, caplast, z_hi, o, ws, wp, wd, idle, dyn, mu, role_on,
-                   close_ok, force):  # pragma: no cover - compiled
+                   close_ok, force, trace):  # pragma: no cover - compiled
     """min over role configurations of sum (ws tau + wp idle + wd dyn c n + mu) + ws
     (the closing sites' ``site_price[pos, mask]``); (value, k, the minimiser's mask code:
     the sum over sites of the mask it closes with times ``site_pow`` at its last position).
@@ -232,9 +286,18 @@ def _relaxation_dp(L, order, site_last, site_pow, site_price, comp, prices, cpri
     roles with ``role_on`` are used; a site closes with mask m only if
     ``close_ok[m]`` and f != 1. A site with ``force`` at its last position must be used
     (its slot-0 states, nothing placed on it, end there).
+
+    With ``trace``, also the choices of the minimiser (:func:`_traceback`): per position,
+    state and layer count the source state (-1: this GPU unused), its layer count and
+    the role; per position, gl state and layer count the state its site closed from.
     """
     n_slot = _SEALED + 1
     n_st = n_slot * 4
+    n_pos = order.shape[0] if trace else 1
+    TS = np.full((n_pos, n_st, L + 1), -1, np.int32)
+    TB = np.zeros((n_pos, n_st, L + 1), np.int32)
+    TR = np.zeros((n_pos, n_st, L + 1), np.int32)
+    TC = np.full((n_pos, 4, L + 1), -1, np.int32)
     V = np.full((n_st, L + 1), np.inf)
     K = np.zeros((n_st, L + 1), np.int64)
     E = np.zeros((n_st, L + 1), np.int64)
@@ -265,17 +328,7 @@ def _relaxation_dp(L, order, site_last, site_pow, site_price, comp, prices, cpri
                 continue
             pk = _ROLE_PREV[r]
             nk = _ROLE_NEXT[r]
-            mem = caplast[g] if nk == 0 else capmid[g]
-            room = z_hi * (1.0 + 1e-12) - price - o
-            if room < c:
-                continue
-            cap = int(room // c) if c > 0 else L
-            while cap > 1 and cap * c + price + o > z_hi * (1.0 + 1e-12):
-                cap -= 1
-            if cap > mem:
-                cap = mem
-            if cap > L:
-                cap = L
+            cap = _layer_cap(caplast[g] if nk == 0 else capmid[g], price, c, o, z_hi, L)
             if cap < 1:
                 continue
             kappa = ws * (cprices[g, r] + o) + wp * idle[g] + mu
@@ -318,7 +371,9 @@ def _relaxation_dp(L, order, site_last, site_pow, site_price, comp, prices, cpri
                             continue
                         ngl |= 2
                     t = nslot * 4 + ngl
-                    _window(V[s], K[s], E[s], W[t], KW[t], EW[t], L, cap, sigma, kappa, dq)
+                    tp = pos if trace else 0
+                    _window(V[s], K[s], E[s], W[t], KW[t], EW[t], L, cap, sigma, kappa, dq,
+                            trace, TS[tp, t], TB[tp, t], TR[tp, t], s, r)
                     nalive[t] = True
         V, W = W, V
         K, KW = KW, K
@@ -344,10 +399,30 @@ def _relaxation_dp(L, order, site_last, site_pow, site_price, comp, prices, cpri
                                 V[gl, ell] = V[s, ell] + extra
                                 K[gl, ell] = K[s, ell]
                                 E[gl, ell] = E[s, ell] + ends
+                                if trace:
+                                    TC[pos, gl, ell] = s
                         alive[gl] = True
                     V[s, :] = np.inf
                     alive[s] = False
-    return V[3, L], K[3, L], E[3, L]
+    return V[3, L], K[3, L], E[3, L], TS, TB, TR, TC
+
+
+def _traceback(L: int, order: np.ndarray, site_last: np.ndarray, TS: np.ndarray,
+               TB: np.ndarray, TR: np.ndarray, TC: np.ndarray) -> list[tuple[int, int, int]]:
+    """The minimiser of a traced :func:`_relaxation_dp`: (GPU, role, layers) per used GPU,
+    in DP order (grouped by site)."""
+    out: list[tuple[int, int, int]] = []
+    state, ell = 3, L
+    for pos in range(order.shape[0] - 1, -1, -1):
+        if site_last[pos] and TC[pos, state, ell] >= 0:
+            state = int(TC[pos, state, ell])
+        src = int(TS[pos, state, ell])
+        if src >= 0:
+            b = int(TB[pos, state, ell])
+            out.append((int(order[pos]), int(TR[pos, state, ell]), ell - b))
+            state, ell = src, b
+    out.reverse()
+    return out
 
 
 @dataclass(frozen=True)
@@ -382,6 +457,13 @@ class ParametricBound:
     site_sets: tuple[tuple[int, ...], ...] = ()
     #: What branching on sites added (:mod:`geoplan.cost.site_branching`; None: not run).
     branching: dict[str, object] | None = None
+    #: With a site path: the relaxed minimisers of the least open boxes, (GPU, role,
+    #: layers) per used GPU; on a path each is a plan (:func:`path_plan`), a primal hint.
+    configs: tuple[tuple[tuple[int, int, int], ...], ...] = ()
+    #: A plan (GPU id, layers per stage) better than the incumbent that site branching
+    #: found on the way (:func:`refine_by_sites`), and its objective.
+    plan: tuple[tuple[str, int], ...] | None = None
+    plan_objective: float | None = None
 
     @property
     def floor(self) -> float:
@@ -418,8 +500,9 @@ class _TransitionSetup:
     floor_prices: np.ndarray | None  #: walk form: role prices with floor potentials
 
     @classmethod
-    def build(cls, comm: np.ndarray, cluster: np.ndarray,
-              prices: np.ndarray) -> _TransitionSetup:
+    def build(cls, comm: np.ndarray, cluster: np.ndarray, prices: np.ndarray,
+              first: int | None = None, last: int | None = None,
+              must: tuple[int, ...] = (), revisits: bool = False) -> _TransitionSetup:
         trip, lo, site = transitions.site_links(comm, cluster)
         n_s = trip.shape[0]
         pairs = [(a, b) for a in range(n_s) for b in range(n_s)
@@ -430,7 +513,8 @@ class _TransitionSetup:
         if not admissible:
             return cls(trip, lo, site, pairs, False, walk, [], lo, lo, None)
         if walk:
-            return cls(trip, lo, site, pairs, True, True, transitions.walk_rows(trip, lo),
+            rows = transitions.walk_rows(trip, lo, first, last, must, revisits)
+            return cls(trip, lo, site, pairs, True, True, rows,
                        np.zeros(4 * n_s), np.full(4 * n_s, big),
                        transitions.potential_prices(prices, site, lo, lo))
         rows = [(np.array([a, n_s + b]), float(trip[a, b])) for a, b in pairs]
@@ -471,8 +555,18 @@ class _Boxes:
         self.cluster = cl
         # Stage caps use ``prices``; the stage-time sum uses ``cost_prices``, the same
         # until transition prices are tuned (:meth:`tune_transitions`).
-        self.prices = role_prices(self.comm, cl)
+        # Prices before any restriction of where the first and last stage may lie
+        # (:meth:`restrict_ends`): the transition forms are derived from these.
+        self.base_prices = role_prices(self.comm, cl)
+        self.prices = self.base_prices
         self.cost_prices = self.prices
+        self.role_ok: np.ndarray | None = None  # per GPU and role: allowed (restrict_ends)
+        #: Walk rows kept (:func:`transitions.walk_rows`): first and last site index, and
+        #: site indices every used set holds.
+        self.walk_first: int | None = None
+        self.walk_last: int | None = None
+        self.walk_must: tuple[int, ...] = ()
+        self.walk_revisits = False  # only walks that visit a site twice (walk_rows)
         self.tuning = [0.0, 0.0, 0.0]  # rounds that raised a bound, iterations, seconds
         self.tx: np.ndarray | None = None  # the transition prices in use (their form's)
         self.setup: _TransitionSetup | None = None  # built at the first tuning round
@@ -487,6 +581,31 @@ class _Boxes:
                                                                   0.0)
         self.idle_scale = float(np.median(self.idle))
         self.dp_calls = 0
+        self.last_dp: tuple[int, float, float, float, float, float, int] = (1, 0.0, 1.0, 0.0,
+                                                                           0.0, 0.0, 0)
+
+    def restrict_ends(self, first: int, last: int) -> None:
+        """Count only plans whose first stage lies on site index ``first`` and last
+        stage on ``last``: the roles holding a first (last) stage are dropped elsewhere."""
+        ok = np.ones(self.base_prices.shape, np.bool_)
+        gsite = np.empty(self.comp.size, np.int64)
+        gsite[self.order] = self.pos_site
+        ok[np.ix_(gsite != first, np.nonzero(_ROLE_PREV == 0)[0])] = False
+        ok[np.ix_(gsite != last, np.nonzero(_ROLE_NEXT == 0)[0])] = False
+        self.role_ok = ok
+        self.walk_first, self.walk_last = first, last
+        self.prices = self._restricted(self.base_prices)
+        self.cost_prices = self.prices
+
+    def follow_path(self, place: np.ndarray) -> None:
+        """Price sends for the plans visiting the sites once each in the order ``place``
+        (per cluster label; :func:`role_prices`)."""
+        self.base_prices = role_prices(self.comm, self.cluster, place)
+        self.prices = self._restricted(self.base_prices)
+        self.cost_prices = self.prices
+
+    def _restricted(self, p: np.ndarray) -> np.ndarray:
+        return p if self.role_ok is None else np.where(self.role_ok, p, _INF)
 
     def tune_transitions(self, qa: int, qb: int, za: float, zb: float,
                          deadline: float | None) -> bool:
@@ -497,7 +616,9 @@ class _Boxes:
         (nothing changed) when none are admissible or none raises the bound."""
         t_start = time.perf_counter()
         if self.setup is None:
-            self.setup = _TransitionSetup.build(self.comm, self.cluster, self.prices)
+            self.setup = _TransitionSetup.build(self.comm, self.cluster, self.base_prices,
+                                                self.walk_first, self.walk_last,
+                                                self.walk_must, self.walk_revisits)
         if not self.setup.admissible:
             return False
         st = self.setup
@@ -507,7 +628,7 @@ class _Boxes:
         if self.tx is None:
             # Start from each site's cheapest one-way link (the plain prices) where that
             # is admissible, else from the floors.
-            x = np.array([np.min(self.prices[site == k, 6]) for k in range(n_s)])
+            x = np.array([np.min(self.base_prices[site == k, 6]) for k in range(n_s)])
             up = np.maximum(np.where(np.isfinite(x), x, lo), lo)
             if any(up[a] + up[b] > trip[a, b] for a, b in pairs):
                 up = lo.copy()
@@ -521,13 +642,13 @@ class _Boxes:
         def apply(x: np.ndarray) -> None:
             if walk:
                 assert st.floor_prices is not None
-                self.cost_prices = st.floor_prices
+                self.cost_prices = self._restricted(st.floor_prices)
                 self.site_price[:] = 0.0
                 for k, kind in enumerate(transitions.KINDS):
                     self.site_price[:, kind] = x[4 * self.pos_site + k]
             else:
-                self.cost_prices = transitions.potential_prices(self.prices, site, x[:n_s],
-                                                                x[n_s:])
+                self.cost_prices = self._restricted(transitions.potential_prices(
+                    self.base_prices, site, x[:n_s], x[n_s:]))
 
         def value(x: np.ndarray) -> tuple[float, np.ndarray]:
             # The box's multi-site bound and (approximately, at b > 0) its supergradient:
@@ -612,12 +733,25 @@ class _Boxes:
             mu: float, case: int) -> tuple[float, int, int]:
         self.dp_calls += 1
         roles, close = _CASES[case]
-        v, k, code = _relaxation_dp(self.L, self.order, self.site_last, self.site_pow,
-                                    self.site_price, self.comp, self.prices, self.cost_prices,
-                                    self.mid[qa],
-                                    self.last[qa], z_hi, self.o, ws, wp, wd, self.idle,
-                                    self.dyn, mu, roles, close, self.force)
+        self.last_dp = (qa, z_hi, ws, wp, wd, mu, case)
+        v, k, code, *_ = _relaxation_dp(self.L, self.order, self.site_last, self.site_pow,
+                                        self.site_price, self.comp, self.prices,
+                                        self.cost_prices, self.mid[qa], self.last[qa], z_hi,
+                                        self.o, ws, wp, wd, self.idle, self.dyn, mu, roles,
+                                        close, self.force, False)
         return float(v), int(k), int(code)
+
+    def minimiser(self) -> list[tuple[int, int, int]]:
+        """The minimiser of the last DP run: (GPU, role, layers) per used GPU."""
+        qa, z_hi, ws, wp, wd, mu, case = self.last_dp
+        roles, close = _CASES[case]
+        v, _, _, TS, TB, TR, TC = _relaxation_dp(
+            self.L, self.order, self.site_last, self.site_pow, self.site_price, self.comp,
+            self.prices, self.cost_prices, self.mid[qa], self.last[qa], z_hi, self.o, ws, wp,
+            wd, self.idle, self.dyn, mu, roles, close, self.force, True)
+        if not math.isfinite(v):
+            return []
+        return _traceback(self.L, self.order, self.site_last, TS, TB, TR, TC)
 
     def _lagrange(self, qa: int, qb: int, z_hi: float, ws: float, wp: float, wd: float,
                   scale: float, case: int) -> float:
@@ -717,6 +851,9 @@ def parametric_bound(
     stop: Callable[[], bool] | None = None,
     tune_transitions: bool = True,
     forced: tuple[int, ...] = (),
+    ends: tuple[int, int] | None = None,
+    path: tuple[int, ...] | None = None,
+    revisits: bool = False,
     start: tuple[Box, ...] | None = None,
 ) -> ParametricBound:
     """The best-first box search of the module docstring; a proven bound on ``a T + b E``.
@@ -732,18 +869,45 @@ def parametric_bound(
     each box as it comes up. The value
     returned is always proven: the minimum over the open boxes (and the
     incumbent, if every box reached it). ``forced``: cluster labels every plan counted
-    must use (the bound then holds for those plans only). ``start``: boxes that hold
+    must use (the bound then holds for those plans only). ``ends``: the cluster labels of
+    the first and the last stage's site, for plans with those only. ``path``: cluster
+    labels, for the plans visiting those sites once each in that order (the sites are
+    forced, the ends set, each send priced by the site it goes to; no transition prices
+    needed). ``revisits``: for the plans that visit some site twice (their walk prices
+    bounded by such walks only). ``start``: boxes that hold
     every plan counted better than the incumbent, each plan's objective at least its
     box's bound (the open boxes of a search over a superset of these plans); the search
-    starts from them instead of from the whole range.
+    starts from them instead of from the whole range, each priced once it comes up.
+    Within :data:`_NEAR_STALL` of the incumbent stalled boxes are split all the same
+    (at most :data:`_NEAR_SPLITS`): a proof is at stake there.
     """
     t0 = time.perf_counter()
     bx = _Boxes(c, layers, cluster, weights)
+    if path is not None:
+        if len(path) < 2 or len(set(path)) < len(path):
+            raise ValueError(f"a site path needs two or more distinct sites: {path}")
+        if not set(path) <= set(np.asarray(cluster).tolist()):
+            return ParametricBound(_INF, 0, 0, time.perf_counter() - t0, True)
+        forced = tuple(sorted(set(forced) | set(path)))
+        ends = (path[0], path[-1])
+        place = np.full(int(np.max(cluster)) + 1, -1, np.int64)
+        for i, k in enumerate(path):
+            place[k] = i
+        bx.follow_path(place)
+        tune_transitions = False
+    bx.walk_revisits = revisits
     if forced:
         cl_all = np.asarray(cluster, np.int64)
         if not set(forced) <= set(cl_all.tolist()):
             return ParametricBound(_INF, 0, 0, time.perf_counter() - t0, True)
         bx.force = bx.site_last & np.isin(cl_all[bx.order], np.asarray(forced, np.int64))
+    labels = np.unique(np.asarray(cluster, np.int64))  # site index i: labels[i]
+    index = {int(k): i for i, k in enumerate(labels)}
+    bx.walk_must = tuple(sorted(index[k] for k in forced))
+    if ends is not None:
+        if not {ends[0], ends[1]} <= set(index):
+            return ParametricBound(_INF, 0, 0, time.perf_counter() - t0, True)
+        bx.restrict_ends(index[ends[0]], index[ends[1]])
     ub = _INF if incumbent is None else float(incumbent)
     z_hi = bx.z_worst * (1 + 1e-9)
     if math.isfinite(ub):
@@ -793,7 +957,12 @@ def parametric_bound(
         for box in start:
             qb = min(box.qb, bx.q_max)  # a restricted pool may hold fewer stages
             if box.bound < ub and box.qa <= qb and max(box.za, bx.zmin(box.qa, qb)) <= box.zb:
-                push(box.qa, qb, box.za, box.zb, box.bound, None, _Q_STALL)
+                # Evaluated once it comes up (_PENDING): a search that ends at its deadline
+                # or at a final least box need not price every box it started from.
+                counter += 1
+                heapq.heappush(heap, (box.bound, counter, box.qa, qb, box.za, box.zb,
+                                      ((box.bound, box.s_floor),) * len(_CASES), _Q_STALL,
+                                      _PENDING))
         if not heap:
             return ParametricBound(ub if math.isfinite(ub) else _INF, n_boxes, bx.dp_calls,
                                    time.perf_counter() - t0, True)
@@ -802,11 +971,16 @@ def parametric_bound(
     # each time a least box is final again (each round re-prices only what comes up).
     tunes = 0 if not tune_transitions or bx.n_sites < 2 or bx.site_pow[-1] == 0 else _TUNE_ROUNDS
     q_splits = 0  # Q splits of stalled boxes so far
+    near_splits = 0  # stalled boxes near the incumbent split all the same
     while heap:
         if (deadline is not None and time.perf_counter() >= deadline) or (
                 max_boxes is not None and n_boxes >= max_boxes) or (stop is not None and stop()):
             break
         v, _, qa, qb, za, zb, cases, stall, ver = heap[0]
+        if ver == _PENDING:
+            heapq.heappop(heap)
+            push(qa, qb, za, zb, v, None, stall)
+            continue
         if ver < version:
             # Priced before the transition prices changed: only the multi-site case can move.
             heapq.heappop(heap)
@@ -828,6 +1002,12 @@ def parametric_bound(
             continue
         near = math.isfinite(ub) and v >= ub * (1 - _NEAR)
         final_width = (_Z_RESOLUTION_NEAR if near else _Z_RESOLUTION) * zb
+        if stall >= _MAX_STALL and near_splits < _NEAR_SPLITS and math.isfinite(ub) \
+                and v >= ub * (1 - _NEAR_STALL):
+            # Close to the incumbent a proof is at stake: split on (a box started from a
+            # parent's, with stalls already counted, would stop short of it).
+            near_splits += 1
+            stall = 0
         if qa < qb and (stall >= _MAX_STALL or zb - za <= final_width) \
                 and q_splits < _MAX_Q_SPLITS:
             q_splits += 1
@@ -863,14 +1043,41 @@ def parametric_bound(
     boxes = tuple(Box(float(v), qa, qb, za, zb, min(s for _, s in cases))
                   for v, _, qa, qb, za, zb, cases, _, _ in ordered)
     site_sets: list[tuple[int, ...]] = []
+    configs: list[tuple[tuple[int, int, int], ...]] = []
     if bx.n_sites >= 2 and not (stop is not None and stop()):
-        labels = np.unique(np.asarray(cluster, np.int64))  # site index i: labels[i]
-        for _v, _, qa, qb, za, zb, cases, _, _ in ordered[:_HINT_BOXES]:
+        late = deadline is not None and time.perf_counter() >= deadline
+        for _v, _, qa, qb, za, zb, cases, _, _ in ordered[:1 if late else _HINT_BOXES]:
             used = tuple(int(labels[i]) for i in bx.minimiser_sites(qa, qb, za, zb, cases))
             if used and used not in site_sets:
                 site_sets.append(used)
+            if path is not None:
+                found = tuple(bx.minimiser())
+                if found and found not in configs:
+                    configs.append(found)
     return ParametricBound(float(value), n_boxes, bx.dp_calls, time.perf_counter() - t0,
-                           exhausted, boxes, bx.transitions_summary, tuple(site_sets))
+                           exhausted, boxes, bx.transitions_summary, tuple(site_sets),
+                           configs=tuple(configs))
+
+
+def path_plan(config: tuple[tuple[int, int, int], ...], cluster: np.ndarray,
+              path: tuple[int, ...]) -> list[tuple[int, int]] | None:
+    """The pipeline (GPU, layers) of a relaxed minimiser on a site ``path``
+    (:attr:`ParametricBound.configs`): per site in path order its run, the GPU whose
+    send back is not intra-site first, the one whose send forward is not last; None
+    when the roles do not form one run per site."""
+    runs = []
+    for k in path:
+        on = [(g, r, n) for g, r, n in config if cluster[g] == k]
+        starts = [x for x in on if _ROLE_PREV[x[1]] != 1]
+        ends = [x for x in on if _ROLE_NEXT[x[1]] != 1]
+        if len(starts) != 1 or len(ends) != 1:
+            return None
+        mids = [x for x in on if _ROLE_PREV[x[1]] == 1 and _ROLE_NEXT[x[1]] == 1]
+        run = [starts[0], *mids] + ([ends[0]] if ends[0] is not starts[0] else [])
+        if len(run) != len(on):
+            return None
+        runs += [(g, n) for g, _, n in run]
+    return runs
 
 
 def proves(bound: float, objective: float) -> bool:
@@ -893,9 +1100,9 @@ def refine_by_sites(instance: Instance, pb: ParametricBound, incumbent: float | 
                     stop: Callable[[], bool] | None = None) -> ParametricBound:
     """``pb`` (:func:`instance_bound`'s) raised by branching on sites
     (:mod:`geoplan.cost.site_branching`) within ``share`` of ``remaining`` seconds; as
-    it is when it proves ``incumbent``, or when its own search was cut by its deadline
-    (it would need the time more than the branching)."""
-    if not math.isfinite(remaining) or not pb.exhausted or not math.isfinite(pb.value) or (
+    it is when it proves ``incumbent``. A search cut by its deadline goes on in the
+    nodes (each starts from its parent's open boxes)."""
+    if not math.isfinite(remaining) or not math.isfinite(pb.value) or (
             incumbent is not None and proves(pb.value, incumbent)):
         return pb
     from geoplan.cost.site_branching import branch_on_sites
@@ -908,4 +1115,4 @@ def refine_by_sites(instance: Instance, pb: ParametricBound, incumbent: float | 
     hint = tuple(sorted(names.index(s) for s in br.sites))
     sets = ((hint,) if hint else ()) + tuple(x for x in pb.site_sets if x != hint)
     return replace(pb, value=br.value, seconds=pb.seconds + br.seconds, site_sets=sets,
-                   branching=br.summary())
+                   branching=br.summary(), plan=br.plan, plan_objective=br.objective)

@@ -107,35 +107,89 @@ def _walks(t):  # pragma: no cover - compiled
     return D
 
 
-def walk_rows(trip: np.ndarray, lo: np.ndarray) -> list[tuple[np.ndarray, float]]:
+@njit(cache=True)
+def _revisiting_walks(t):  # pragma: no cover - compiled
+    """R[f, S, v]: the cheapest walk from site f through exactly the sites of bit set S
+    ending at v that visits some site twice (inf: none); ``t`` as in :func:`_walks`."""
+    n = t.shape[0]
+    full = 1 << n
+    P = np.full((n, full, n), np.inf)  # simple paths
+    R = np.full((n, full, n), np.inf)
+    for f in range(n):
+        P[f, 1 << f, f] = 0.0
+        for S in range(full):
+            if not (S >> f) & 1:
+                continue
+            for v in range(n):
+                if not (S >> v) & 1:
+                    continue
+                prev = S & ~(1 << v)
+                if v != f and prev:
+                    for u in range(n):
+                        if (prev >> u) & 1:
+                            if P[f, prev, u] + t[u, v] < P[f, S, v]:
+                                P[f, S, v] = P[f, prev, u] + t[u, v]
+                            if R[f, prev, u] + t[u, v] < R[f, S, v]:
+                                R[f, S, v] = R[f, prev, u] + t[u, v]
+            for v in range(n):
+                if not (S >> v) & 1:
+                    continue
+                # A step back to a site already on the path is the first revisit.
+                for u in range(n):
+                    if (S >> u) & 1 and u != v and P[f, S, u] + t[u, v] < R[f, S, v]:
+                        R[f, S, v] = P[f, S, u] + t[u, v]
+            for _ in range(n):
+                changed = False
+                for u in range(n):
+                    if not (S >> u) & 1 or R[f, S, u] == np.inf:
+                        continue
+                    for v in range(n):
+                        if (S >> v) & 1 and v != u and R[f, S, u] + t[u, v] < R[f, S, v]:
+                            R[f, S, v] = R[f, S, u] + t[u, v]
+                            changed = True
+                if not changed:
+                    break
+    return R
+
+
+def walk_rows(trip: np.ndarray, lo: np.ndarray, first: int | None = None,
+              last: int | None = None, must: tuple[int, ...] = (), revisits: bool = False
+              ) -> list[tuple[np.ndarray, float]]:
     """The walk prices' constraints: (variable indices, right-hand side) rows of
     ``sum x[i] <= rhs``, variable ``4 s + k`` the price of site s closing with ``KINDS[k]``.
 
     For every used set U (two or more sites), first site F and last site L:
     ``h(F, F..X) + h(L, S..L) + sum of h(m, S..X) over U's other sites <= W(U, F, L)``,
     and with F = L, ``h(F, both) + sum h(m, S..X) <= `` the cheapest closed walk.
-    Requires ``lo[a] + lo[b] <= trip[a, b]`` (reduced trips are nonnegative).
+    Requires ``lo[a] + lo[b] <= trip[a, b]`` (reduced trips are nonnegative). Prices
+    for only the plans whose first site is ``first``, last site ``last`` and used sites
+    include ``must`` need only the rows of those (first, last, used set); for only the
+    plans that visit some site twice (``revisits``), only walks that do.
     """
     n = trip.shape[0]
     red = trip - lo[:, None] - lo[None, :]
     red = np.where(np.isfinite(red), np.maximum(red, 0.0), _INF)
     np.fill_diagonal(red, _INF)
     D = _walks(red)
+    R = _revisiting_walks(red) if revisits else D
     rows: list[tuple[np.ndarray, float]] = []
+    need = sum(1 << m for m in must)
     for S in range(1, 1 << n):
         members = [s for s in range(n) if (S >> s) & 1]
-        if len(members) < 2:
+        if len(members) < 2 or S & need != need:
             continue
         for f in members:
+            if first is not None and f != first:
+                continue
             closed = min((D[f, S, u] + red[u, f] for u in members if u != f), default=_INF)
             mids = [4 * m + 2 for m in members if m != f]
-            if math.isfinite(closed):
+            if math.isfinite(closed) and (last is None or last == f):
                 rows.append((np.array([4 * f + 3, *mids]), float(closed)))
-            for last in members:
-                w = D[f, S, last]
-                if last == f or not math.isfinite(w):
+            for end in members:
+                w = R[f, S, end]
+                if end == f or not math.isfinite(w) or (last is not None and end != last):
                     continue
-                idx = [4 * f, 4 * last + 1, *(4 * m + 2 for m in members if m not in (f, last))]
+                idx = [4 * f, 4 * end + 1, *(4 * m + 2 for m in members if m not in (f, end))]
                 rows.append((np.array(idx), float(w)))
     return rows
 
