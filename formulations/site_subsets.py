@@ -43,9 +43,10 @@ class SiteSearchParams(SolverParams):
                                "minimisers use (formulations.site_subsets) for a better start")
     site_subsets_share: float = param(0.25, "at most this share of the budget left for that",
                                       at_least=0.0, at_most=1.0)
-    site_branching: bool = param(True, "then raise the parametric bound by branching on the "
-                                 "sites used (geoplan.cost.site_branching), within the bound's "
-                                 "share of the budget left")
+    site_branching: bool = param(True, "first raise the parametric bound by branching on "
+                                 "the sites used and their order (geoplan.cost.site_branching; "
+                                 "its path nodes also yield plans), within the bound's share "
+                                 "of the budget left")
 
 
 def subset_instance(instance: Instance, labels: Sequence[int]) -> Instance | None:
@@ -110,33 +111,48 @@ def after_bound(instance: Instance, options: SolveOptions, params: SiteSearchPar
                 trace: list[TraceRow], info: dict[str, Any],
                 ) -> tuple[ParametricBound, tuple[Plan, float] | None, bool]:
     """An exact solver's steps after its parametric bound ``pb`` (which does not prove
-    ``best``): the site-subset search (``params.site_subsets``) within
-    ``params.site_subsets_share`` of the budget left, then branching on sites
-    (``params.site_branching``; :func:`geoplan.cost.parametric.refine_by_sites`) within
-    ``bound_share`` of what is left then, with the plan found as incumbent.
-    Improvements are traced and ``info`` gets ``site_subsets`` and the bound's summary.
-    Returns (the bound, the best plan, whether the bound proves it)."""
+    ``best``): branching on sites (``params.site_branching``;
+    :func:`geoplan.cost.parametric.refine_by_sites`) within ``bound_share`` of the budget
+    left, which may also find a better plan; then, unless that proves the best plan,
+    the site-subset search (``params.site_subsets``) within ``params.site_subsets_share``
+    of what is left. Improvements are traced and ``info`` gets ``site_subsets`` and the
+    bound's summary. Returns (the bound, the best plan, whether the bound proves it)."""
     subset_share = params.site_subsets_share if params.site_subsets else 0.0
     if not params.site_branching:
         bound_share = 0.0
+
+    def record() -> None:
+        assert best is not None
+        shown = pb.floor if math.isfinite(pb.floor) else None
+        trace.append(TraceRow(options.elapsed(), best[1], shown))
+        options.callbacks.on_improvement(options.elapsed(), best[1], shown)
+
+    if bound_share > 0 and not options.stopped():
+        refined = refine_by_sites(instance, pb, None if best is None else best[1],
+                                  bound_share, options.remaining(), options.stopped)
+        found = None
+        if refined.plan is not None:
+            plan = Plan.from_pairs(refined.plan)
+            ev = evaluate(instance, plan)
+            if ev.feasible and (best is None or ev.objective < best[1]):
+                found = (plan, float(ev.objective))
+        if refined.value > pb.value or found is not None:
+            pb = refined
+            info["parametric"] = pb.summary()
+            if found is not None:
+                best = found
+                record()
+            else:
+                inc = None if best is None else best[1]
+                trace.append(TraceRow(options.elapsed(), inc, pb.floor))
+                options.callbacks.on_improvement(options.elapsed(), inc, pb.floor)
+        if best is not None and proves(pb.floor, best[1]):
+            return pb, best, True
     if pb.site_sets and subset_share > 0 and not options.stopped():
         better, info["site_subsets"] = improve_on_site_subsets(
             instance, pb.site_sets, best, subset_share * options.remaining(),
             seed=options.seed, threads=options.threads, stopped=options.stopped)
         if better is not None:
             best = better
-            shown = pb.floor if math.isfinite(pb.floor) else None
-            trace.append(TraceRow(options.elapsed(), best[1], shown))
-            options.callbacks.on_improvement(options.elapsed(), best[1], shown)
-            if proves(pb.floor, best[1]):
-                return pb, best, True
-    if bound_share > 0 and not options.stopped():
-        refined = refine_by_sites(instance, pb, None if best is None else best[1],
-                                  bound_share, options.remaining(), options.stopped)
-        if refined.value > pb.value:
-            pb = refined
-            info["parametric"] = pb.summary()
-            inc = None if best is None else best[1]
-            trace.append(TraceRow(options.elapsed(), inc, pb.floor))
-            options.callbacks.on_improvement(options.elapsed(), inc, pb.floor)
+            record()
     return pb, best, best is not None and proves(pb.floor, best[1])

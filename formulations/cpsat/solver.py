@@ -132,7 +132,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     if hint_plan is not None:
         hint_obj = built.add_hint(hint_plan)
     floor = -math.inf
-    pre_trace: list[TraceRow] = []  # plans found before the search (site subsets)
+    pre_trace: list[TraceRow] = []  # plans found before the search (site branching, subsets)
     if params.parametric:
         priced = (_priced(instance, p) for p in uppers)
         inc = min((e.objective for e in priced if e is not None), default=None)
@@ -147,7 +147,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
             if better is not None and better is not known:
                 new_plan, _ = _warm_plan(built, [better[0]])
                 if new_plan is not None:
-                    hint_plan, info["hint_source"] = new_plan, "site_subsets"
+                    hint_plan, info["hint_source"] = new_plan, "site_search"
                     hint_price = evaluate(instance, new_plan).objective
                     hint_obj = built.add_hint(new_plan)
                     built.model.add(built.objective <= hint_obj)
