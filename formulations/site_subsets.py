@@ -25,6 +25,7 @@ import numpy as np
 
 from geoplan.cost import bounds, evaluate
 from geoplan.cost.parametric import ParametricBound, proves, refine_by_sites
+from geoplan.errors import InputError
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
 from geoplan.solving.core import SolveOptions
@@ -56,7 +57,10 @@ def subset_instance(instance: Instance, labels: Sequence[int]) -> Instance | Non
     keep = np.isin(cl, np.asarray(labels, np.int64))
     if not keep.any() or keep.all():
         return None
-    return instance.subset([g.id for g, k in zip(instance.gpus, keep, strict=True) if k])
+    try:
+        return instance.subset([g.id for g, k in zip(instance.gpus, keep, strict=True) if k])
+    except InputError:  # those GPUs cannot hold the model
+        return None
 
 
 def improve_on_site_subsets(

@@ -63,6 +63,7 @@ from geoplan.cost import bounds, transitions
 from geoplan.cost.evaluate import evaluate
 from geoplan.cost.parametric import Box, ParametricBound, parametric_bound, path_plan, proves
 from geoplan.cost.weights import ObjectiveWeights
+from geoplan.errors import InputError
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
 
@@ -109,7 +110,10 @@ def _node_bound(instance: Instance, allowed: frozenset[str], forced: frozenset[s
                 start: tuple[Box, ...] | None) -> tuple[ParametricBound, list[str]]:
     """The parametric search on the plans of one node; and the subset's site names by label."""
     ids = [g.id for g in instance.gpus if g.site in allowed]
-    sub = instance.subset(ids)
+    try:
+        sub = instance.subset(ids)
+    except InputError:  # the node's GPUs cannot hold the model: it has no plans
+        return ParametricBound(math.inf, 0, 0, 0.0, True), []
     names = bounds.site_names(sub) or []  # cluster label k is names[k]
     path = tuple(names.index(s) for s in kind) if kind and kind != _REVISITS else None
     pb = parametric_bound(sub.coefficients(), sub.layers, bounds.clusters(sub),

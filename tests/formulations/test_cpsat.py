@@ -283,7 +283,8 @@ def test_no_solution_is_a_status_not_an_error() -> None:
     inst = Instance.from_dict(by_family("geo", 16, 32, 2, lam=1.0))
     res = solve(inst, "cpsat", seed=0, time_limit=600, threads=2,
                 params={"sat.stop_after_presolve": True, "baseline_cutoff": False,
-                        "heuristic": False, "site_subsets": False})
+                        "heuristic": False, "site_subsets": False,
+                        "site_branching": False})
     assert res.status == "no_solution" and res.plan is None
     assert res.message and "no plan" in res.message
 

@@ -61,17 +61,24 @@ def test_the_optimum_s_sites_give_the_optimum(family: str, seed: int) -> None:
 
 def test_milp_finds_the_optimum_through_a_site_subset() -> None:
     """From a poor warm start (no start heuristic), the parametric bound cannot prove the
-    start; its minimisers' sites hold the optimum, which the MILP then returns."""
+    start; its minimisers' sites hold the optimum, which the MILP then returns: through
+    the site-subset search when site branching is off, and through site branching (a
+    path node's minimiser, before any subset search) when it is on."""
     inst = _instance("metro", 10, 1)
     opt = solve(inst, "bnb", seed=1, time_limit=600, threads=1)
     start = metis_default_plan(inst)
     assert start is not None and opt.objective is not None
     r = solve(inst, "milp", seed=0, time_limit=120, threads=1, warm_start=start,
-              params={"heuristic": False})
+              params={"heuristic": False, "site_branching": False})
     assert r.status == "optimal"
     assert r.objective == pytest.approx(opt.objective, rel=1e-9)
     sets = r.info["site_subsets"]["sets"]
     assert any(row.get("improved") for row in sets)
+    br = solve(inst, "milp", seed=0, time_limit=120, threads=1, warm_start=start,
+               params={"heuristic": False})
+    assert br.status == "optimal" and "site_subsets" not in br.info
+    assert br.info["parametric"]["site_branching"]["plan_objective"] == pytest.approx(
+        opt.objective, rel=1e-9)
     off = solve(inst, "milp", seed=0, time_limit=120, threads=1, warm_start=start,
-                params={"heuristic": False, "site_subsets": False})
+                params={"heuristic": False, "site_subsets": False, "site_branching": False})
     assert "site_subsets" not in off.info

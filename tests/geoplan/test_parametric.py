@@ -223,6 +223,71 @@ def _walk_costs_by_enumeration(t: np.ndarray) -> dict[tuple[int, int, int], floa
     return best
 
 
+def _revisiting_walk_costs(t: np.ndarray) -> dict[tuple[int, int, int], float]:
+    """(site set, first, last) -> the cheapest walk visiting some site twice, over every
+    walk of up to 7 steps."""
+    n = t.shape[0]
+    best: dict[tuple[int, int, int], float] = {}
+    frontier = [((f,), 0.0) for f in range(n)]
+    for _ in range(8):
+        nxt = []
+        for walk, cost in frontier:
+            if len(set(walk)) < len(walk):
+                key = (sum(1 << s for s in set(walk)), walk[0], walk[-1])
+                best[key] = min(best.get(key, math.inf), cost)
+            nxt += [((*walk, v), cost + t[walk[-1], v]) for v in range(n) if v != walk[-1]]
+        frontier = nxt
+    return best
+
+
+def test_walk_rows_for_some_plans_only() -> None:
+    """Rows for plans with a given first and last site and sites that must be used are
+    those of the full set that fit; for revisiting plans, each right-hand side is the
+    cheapest walk that visits some site twice (enumerated), at least the plain one."""
+    rng = np.random.default_rng(7)
+    trip = rng.uniform(2.0, 9.0, (4, 4))
+    trip = trip + trip.T
+    np.fill_diagonal(trip, math.inf)
+    lo = np.array([0.5, 1.0, 0.2, 0.7])
+    red = trip - lo[:, None] - lo[None, :]
+    np.fill_diagonal(red, math.inf)
+    full = {(tuple(sorted(int(k) for k in idx)), rhs) for idx, rhs in walk_rows(trip, lo)}
+    some = walk_rows(trip, lo, first=1, last=3, must=(2,))
+    assert some
+    for idx, rhs in some:
+        assert 4 * 1 in idx and 4 * 3 + 1 in idx and any(int(k) // 4 == 2 for k in idx)
+        assert (tuple(sorted(int(k) for k in idx)), rhs) in full
+    closed = walk_rows(trip, lo, first=2, last=2)
+    assert closed and all(4 * 2 + 3 in idx for idx, _ in closed)
+    rev = _revisiting_walk_costs(red)
+    plain = {tuple(sorted(int(k) for k in idx)): rhs for idx, rhs in walk_rows(trip, lo)}
+    rows = walk_rows(trip, lo, revisits=True)
+    assert rows
+    for idx, rhs in rows:
+        sites = {int(k) // 4 for k in idx}
+        mask = sum(1 << s for s in sites)
+        kinds = {j: [int(k) // 4 for k in idx if int(k) % 4 == j] for j in range(4)}
+        if kinds[3]:
+            continue  # closed walks: every one revisits its first site, rows unchanged
+        want = rev[(mask, kinds[0][0], kinds[1][0])]
+        assert rhs == pytest.approx(want, rel=1e-12)
+        assert rhs >= plain[tuple(sorted(int(k) for k in idx))] - 1e-12
+
+
+def test_role_prices_on_a_site_path() -> None:
+    """On the path site 1 -> site 0, a send back from site 0 goes to site 1 and none
+    forward leaves it; intra-site sends stay on the site."""
+    inf = math.inf
+    place = np.array([1, 0])  # cluster label -> place on the path
+    p = role_prices(_FOUR_GPUS, _TWO_SITES, place)
+    # GPU 0 (site 0, last on the path): intra 1, back to site 1 at 5 (GPU 2).
+    m2, start_first, start_x, end_last, end_x, single, s_first, s_last, x2 = p[0]
+    assert (start_first, start_x, end_last, s_last, single) == (1.0, 6.0, 1.0, 5.0, 0.0)
+    assert (m2, end_x, s_first, x2) == (inf, inf, inf, inf)  # one intra partner, no forward
+    # GPU 2 (site 1, first): forward to site 0 at 5 (GPU 0), nothing back.
+    assert p[2, 6] == 5.0 and p[2, 4] == 7.0 and p[2, 7] == inf and p[2, 2] == inf
+
+
 def test_walk_rows_match_enumerated_walks() -> None:
     """Each walk row's right-hand side is the cheapest walk through its sites (revisits
     allowed), checked against brute-force enumeration on 4 sites with asymmetric trips."""

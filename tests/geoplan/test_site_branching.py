@@ -16,6 +16,7 @@ from geoplan.cost.normalise import resolve_normalisers
 from geoplan.cost.parametric import instance_bound, parametric_bound, refine_by_sites
 from geoplan.model import generators
 from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
 from geoplan.solving.core import solve
 
 
@@ -84,3 +85,86 @@ def test_branching_proves_a_plan_the_root_bound_does_not() -> None:
     refined = refine_by_sites(inst, root, None, 1.0, 60.0)
     assert root.value < refined.value <= plan.objective * (1 + 1e-12)
     assert parametric.proves(refined.value, plan.objective)
+
+
+def _site_walk(order: list[int] | tuple[int, ...], cl) -> tuple[int, ...]:
+    """The sites of a GPU order's runs (consecutive GPUs on one site are one run)."""
+    walk: list[int] = []
+    for g in order:
+        if not walk or walk[-1] != cl[g]:
+            walk.append(int(cl[g]))
+    return tuple(walk)
+
+
+@pytest.mark.parametrize(("family", "seed", "lam"), [
+    ("metro", 0, 1.0), ("metro", 1, 0.5), ("geo", 3, 1.0), ("geo", 4, 0.5),
+])
+def test_path_and_revisit_bounds_never_exceed_the_plans_they_count(family: str, seed: int,
+                                                                  lam: float) -> None:
+    """N=6, three sites: for each site path (two or more distinct sites, in order), the
+    bound of the plans visiting them once each in that order is at most the best such
+    plan (the reference over every GPU order whose runs follow the path); for each used
+    set, the revisit bound is at most the best plan using exactly those sites that
+    visits one twice. A path's relaxed minimisers are plans no better than its bound."""
+    inst = _instance(family, 6, 6, seed, lam)
+    ev = Evaluator(inst)
+    cl = bounds.clusters(inst)
+    args = (inst.coefficients(), inst.layers, cl, ev.weights)
+    by_walk: dict[tuple[int, ...], list[list[int]]] = {}
+    for k in range(2, inst.n + 1):
+        for o in itertools.permutations(range(inst.n), k):
+            by_walk.setdefault(_site_walk(o, cl), []).append(list(o))
+    checked = 0
+    revisit: dict[frozenset[int], list[list[int]]] = {}
+    for walk, orders in by_walk.items():
+        if len(walk) < 2:
+            continue
+        if len(set(walk)) < len(walk):
+            revisit.setdefault(frozenset(walk), []).extend(orders)
+            continue
+        best, _, _ = reference_optimum(inst, orders)
+        pb = parametric_bound(*args, max_boxes=400, path=walk)
+        if math.isfinite(best):
+            assert pb.value <= best * (1 + 1e-12), (walk, pb.value, best)
+            checked += 1
+        for config in pb.configs:
+            pairs = parametric.path_plan(config, cl, walk)
+            assert pairs is not None and sum(n for _, n in pairs) == inst.layers
+            assert _site_walk([g for g, _ in pairs], cl) == walk
+            e = ev.evaluate(Plan.from_indices(inst, [g for g, _ in pairs],
+                                              [n for _, n in pairs]))
+            if e.feasible:
+                assert e.objective >= pb.value * (1 - 1e-12)
+    for used, orders in revisit.items():
+        best, _, _ = reference_optimum(inst, orders)
+        pb = parametric_bound(*args, max_boxes=400, forced=tuple(sorted(used)), revisits=True)
+        if math.isfinite(best):
+            assert pb.value <= best * (1 + 1e-12), (sorted(used), pb.value, best)
+            checked += 1
+    assert checked >= 6
+
+
+def test_site_paths_are_checked() -> None:
+    inst = _instance("metro", 6, 6, 0, 1.0)
+    args = (inst.coefficients(), inst.layers, bounds.clusters(inst), Evaluator(inst).weights)
+    with pytest.raises(ValueError, match="two or more distinct sites"):
+        parametric_bound(*args, path=(0, 0))
+    assert parametric_bound(*args, path=(0, 99)).value == math.inf
+
+
+def test_branching_finds_and_proves_the_path_optimum() -> None:
+    """metro N=12 L=12 seed 1 (three sites): from a plan 3 % above B&B's optimum,
+    branching on sites returns a plan from a path node's minimiser, priced by the
+    evaluator as it says: the optimum, proven by the bound it returns."""
+    inst = _instance("metro", 12, 12, 1, 1.0)
+    opt = solve(inst, "bnb", seed=1, time_limit=600, threads=1, params={"parametric": False})
+    assert opt.status == "optimal" and opt.objective is not None
+    incumbent = opt.objective * 1.03
+    root = instance_bound(inst, incumbent, 1.0, 600.0)
+    refined = refine_by_sites(inst, root, incumbent, 1.0, 600.0)
+    assert refined.plan is not None and refined.plan_objective is not None
+    e = Evaluator(inst).evaluate(Plan.from_pairs(refined.plan))
+    assert e.feasible and e.objective == pytest.approx(refined.plan_objective, rel=1e-12)
+    assert refined.plan_objective == pytest.approx(opt.objective, rel=1e-9)
+    assert root.value < refined.value <= refined.plan_objective * (1 + 1e-12)
+    assert parametric.proves(refined.value, refined.plan_objective)
