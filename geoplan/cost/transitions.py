@@ -93,18 +93,25 @@ def _walks(t):  # pragma: no cover - compiled
                             best = D[f, prev, u] + t[u, v]
                     D[f, S, v] = best
             # Walks may step back to sites already in S: relax within S (costs >= 0).
-            for _ in range(n):
-                changed = False
-                for u in range(n):
-                    if not (S >> u) & 1 or D[f, S, u] == np.inf:
-                        continue
-                    for v in range(n):
-                        if (S >> v) & 1 and v != u and D[f, S, u] + t[u, v] < D[f, S, v]:
-                            D[f, S, v] = D[f, S, u] + t[u, v]
-                            changed = True
-                if not changed:
-                    break
+            _relax_within(D, f, S, t)
     return D
+
+
+@njit(cache=True)
+def _relax_within(D, f, S, t):  # pragma: no cover - compiled
+    """Lower D[f, S, v] by steps between sites of S (Bellman-Ford; costs >= 0)."""
+    n = t.shape[0]
+    for _ in range(n):
+        changed = False
+        for u in range(n):
+            if not (S >> u) & 1 or D[f, S, u] == np.inf:
+                continue
+            for v in range(n):
+                if (S >> v) & 1 and v != u and D[f, S, u] + t[u, v] < D[f, S, v]:
+                    D[f, S, v] = D[f, S, u] + t[u, v]
+                    changed = True
+        if not changed:
+            break
 
 
 @njit(cache=True)
@@ -138,17 +145,7 @@ def _revisiting_walks(t):  # pragma: no cover - compiled
                 for u in range(n):
                     if (S >> u) & 1 and u != v and P[f, S, u] + t[u, v] < R[f, S, v]:
                         R[f, S, v] = P[f, S, u] + t[u, v]
-            for _ in range(n):
-                changed = False
-                for u in range(n):
-                    if not (S >> u) & 1 or R[f, S, u] == np.inf:
-                        continue
-                    for v in range(n):
-                        if (S >> v) & 1 and v != u and R[f, S, u] + t[u, v] < R[f, S, v]:
-                            R[f, S, v] = R[f, S, u] + t[u, v]
-                            changed = True
-                if not changed:
-                    break
+            _relax_within(R, f, S, t)
     return R
 
 

@@ -208,31 +208,17 @@ def test_kelley_points_are_admissible() -> None:
             assert all(float(np.sum(p[idx])) <= rhs for idx, rhs in rows)
 
 
-def _walk_costs_by_enumeration(t: np.ndarray) -> dict[tuple[int, int, int], float]:
-    """(site set, first, last) -> the cheapest walk, over every walk of up to 7 steps."""
+def _walk_costs_by_enumeration(t: np.ndarray, revisiting: bool = False
+                               ) -> dict[tuple[int, int, int], float]:
+    """(site set, first, last) -> the cheapest walk (``revisiting``: that visits some
+    site twice), over every walk of up to 7 steps."""
     n = t.shape[0]
     best: dict[tuple[int, int, int], float] = {}
     frontier = [((f,), 0.0) for f in range(n)]
     for _ in range(8):
         nxt = []
         for walk, cost in frontier:
-            key = (sum(1 << s for s in set(walk)), walk[0], walk[-1])
-            best[key] = min(best.get(key, math.inf), cost)
-            nxt += [((*walk, v), cost + t[walk[-1], v]) for v in range(n) if v != walk[-1]]
-        frontier = nxt
-    return best
-
-
-def _revisiting_walk_costs(t: np.ndarray) -> dict[tuple[int, int, int], float]:
-    """(site set, first, last) -> the cheapest walk visiting some site twice, over every
-    walk of up to 7 steps."""
-    n = t.shape[0]
-    best: dict[tuple[int, int, int], float] = {}
-    frontier = [((f,), 0.0) for f in range(n)]
-    for _ in range(8):
-        nxt = []
-        for walk, cost in frontier:
-            if len(set(walk)) < len(walk):
+            if not revisiting or len(set(walk)) < len(walk):
                 key = (sum(1 << s for s in set(walk)), walk[0], walk[-1])
                 best[key] = min(best.get(key, math.inf), cost)
             nxt += [((*walk, v), cost + t[walk[-1], v]) for v in range(n) if v != walk[-1]]
@@ -259,7 +245,7 @@ def test_walk_rows_for_some_plans_only() -> None:
         assert (tuple(sorted(int(k) for k in idx)), rhs) in full
     closed = walk_rows(trip, lo, first=2, last=2)
     assert closed and all(4 * 2 + 3 in idx for idx, _ in closed)
-    rev = _revisiting_walk_costs(red)
+    rev = _walk_costs_by_enumeration(red, revisiting=True)
     plain = {tuple(sorted(int(k) for k in idx)): rhs for idx, rhs in walk_rows(trip, lo)}
     rows = walk_rows(trip, lo, revisits=True)
     assert rows
