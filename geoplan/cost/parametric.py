@@ -111,8 +111,9 @@ from geoplan.cost.weights import ObjectiveWeights
 if TYPE_CHECKING:
     from geoplan.model.instance import Instance
 
-__all__ = ["DEFAULT_SHARE", "PROOF_TOLERANCE", "Box", "ParametricBound", "instance_bound",
-           "parametric_bound", "path_plan", "proves", "refine_by_sites", "role_prices"]
+__all__ = ["DEFAULT_SHARE", "PROOF_TOLERANCE", "START_STALL", "Box", "BoxTables", "ParametricBound",
+           "box_tables", "instance_bound", "parametric_bound", "path_plan", "proves",
+           "refine_by_sites", "role_prices"]
 
 _INF = math.inf
 #: A plan whose objective is within this relative distance above a proven bound counts as
@@ -146,6 +147,8 @@ _MAX_Q_SPLITS = 64
 #: part final without one Z split of its own (metro N=10 L=12 seed 5: 8 % short of the
 #: optimum; with 3, exact).
 _Q_STALL = 3
+#: The stalled splits a start box counts as made (by default).
+START_STALL = _Q_STALL
 #: At most this many stalled boxes within _NEAR_STALL of the incumbent are split all
 #: the same.
 _NEAR_SPLITS = 256
@@ -522,11 +525,34 @@ class _TransitionSetup:
                    np.full(2 * n_s, big), None)
 
 
+@dataclass(frozen=True)
+class BoxTables:
+    """What a search needs of a pool that does not depend on the objective, the prices or
+    the plans counted (:func:`box_tables`): computed once, shared by searches on one pool
+    (site branching's nodes on one site set)."""
+
+    mid: np.ndarray  #: layer caps per stage count (rows), a stage not last
+    last: np.ndarray  #: and the last stage
+    tlb: dict[int, float]  #: the least bottleneck per stage count
+    z_worst: float  #: no plan's bottleneck is larger
+
+
+def box_tables(c: Coefficients, layers: int, cluster: np.ndarray) -> BoxTables:
+    """The :class:`BoxTables` of a pool (coefficients, layers, site labels)."""
+    L = int(layers)
+    q_max = min(c.n, L)
+    mid, last = bounds.layer_cap_table(c, L, q_max)
+    relax = bounds.Relaxation.from_coefficients(c, L, np.asarray(cluster, np.int64), q_max)
+    worst = bounds.tmax_worst(float(np.max(c.comp_ms)), float(np.max(
+        np.where(np.isfinite(c.comm_ms), c.comm_ms, 0.0))), L, float(c.overhead_ms))
+    return BoxTables(mid, last, relax.tmax_bounds(worst * (1 + 1e-9)), worst)
+
+
 class _Boxes:
     """The data one instance's boxes share, and the evaluation of one box."""
 
     def __init__(self, c: Coefficients, layers: int, cluster: np.ndarray,
-                 weights: ObjectiveWeights) -> None:
+                 weights: ObjectiveWeights, tables: BoxTables | None = None) -> None:
         self.L = int(layers)
         self.q_max = min(c.n, self.L)
         self.comp = np.ascontiguousarray(c.comp_ms, np.float64)
@@ -570,12 +596,11 @@ class _Boxes:
         self.tuning = [0.0, 0.0, 0.0]  # rounds that raised a bound, iterations, seconds
         self.tx: np.ndarray | None = None  # the transition prices in use (their form's)
         self.setup: _TransitionSetup | None = None  # built at the first tuning round
-        self.mid, self.last = bounds.layer_cap_table(c, self.L, self.q_max)
-        relax = bounds.Relaxation.from_coefficients(c, self.L, cl, self.q_max)
-        worst = bounds.tmax_worst(float(np.max(self.comp)), float(np.max(
-            np.where(np.isfinite(c.comm_ms), c.comm_ms, 0.0))), self.L, self.o)
-        self.tlb = relax.tmax_bounds(worst * (1 + 1e-9))
-        self.z_worst = worst
+        if tables is None:
+            tables = box_tables(c, layers, cl)
+        self.mid, self.last = tables.mid, tables.last
+        self.tlb = tables.tlb
+        self.z_worst = tables.z_worst
         # Step scales of the multiplier searches (instance constants).
         self.mu_scale = float(np.median(self.comp)) + self.o + max(float(np.min(self.prices)),
                                                                   0.0)
@@ -855,6 +880,8 @@ def parametric_bound(
     path: tuple[int, ...] | None = None,
     revisits: bool = False,
     start: tuple[Box, ...] | None = None,
+    tables: BoxTables | None = None,
+    start_stall: int = START_STALL,
 ) -> ParametricBound:
     """The best-first box search of the module docstring; a proven bound on ``a T + b E``.
 
@@ -878,11 +905,13 @@ def parametric_bound(
     every plan counted better than the incumbent, each plan's objective at least its
     box's bound (the open boxes of a search over a superset of these plans); the search
     starts from them instead of from the whole range, each priced once it comes up.
+    ``tables``: the pool's :func:`box_tables`, when already known. ``start_stall``: the
+    stalled splits a start box counts as made (fewer: its Z range is split further).
     Within :data:`_NEAR_STALL` of the incumbent stalled boxes are split all the same
     (at most :data:`_NEAR_SPLITS`): a proof is at stake there.
     """
     t0 = time.perf_counter()
-    bx = _Boxes(c, layers, cluster, weights)
+    bx = _Boxes(c, layers, cluster, weights, tables)
     if path is not None:
         if len(path) < 2 or len(set(path)) < len(path):
             raise ValueError(f"a site path needs two or more distinct sites: {path}")
@@ -961,8 +990,8 @@ def parametric_bound(
                 # or at a final least box need not price every box it started from.
                 counter += 1
                 heapq.heappush(heap, (box.bound, counter, box.qa, qb, box.za, box.zb,
-                                      ((box.bound, box.s_floor),) * len(_CASES), _Q_STALL,
-                                      _PENDING))
+                                      ((box.bound, box.s_floor),) * len(_CASES),
+                                      start_stall, _PENDING))
         if not heap:
             return ParametricBound(ub if math.isfinite(ub) else _INF, n_boxes, bx.dp_calls,
                                    time.perf_counter() - t0, True)

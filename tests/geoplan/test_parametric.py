@@ -308,3 +308,20 @@ def test_potential_prices_price_inter_sends_by_site() -> None:
     assert list(p[0]) == [6.0, 1.0, 2.5, 1.0, 3.5, 0.0, 2.5, 1.5, 4.0]
     # Roles a GPU cannot take stay impossible (GPU 1: one inter link, no two inter sends).
     assert p[1, 8] == math.inf and base[1, 8] == math.inf
+
+
+def test_shared_box_tables_give_the_same_search() -> None:
+    """A search given its pool's box tables (as site branching shares them) is the search
+    that computes them itself; a start box split afresh (start_stall 0) still bounds."""
+    inst = Instance.from_dict(generators.by_family("metro", 12, 12, 5))
+    ev = Evaluator(inst)
+    cl = bounds.clusters(inst)
+    args = (inst.coefficients(), inst.layers, cl, ev.weights)
+    own = parametric_bound(*args, max_boxes=60)
+    shared = parametric_bound(*args, max_boxes=60,
+                              tables=parametric.box_tables(inst.coefficients(), inst.layers, cl))
+    assert (own.value, own.boxes, own.dp_calls) == (shared.value, shared.boxes, shared.dp_calls)
+    res = solve(inst, "bnb", seed=1, time_limit=600, threads=1, params={"parametric": False})
+    assert res.status == "optimal" and res.objective is not None
+    again = parametric_bound(*args, start=own.open_boxes, start_stall=0)
+    assert own.value <= again.value <= res.objective * (1 + 1e-12)
