@@ -125,11 +125,11 @@ def after_bound(instance: Instance, options: SolveOptions, params: SiteSearchPar
     if not params.site_branching:
         bound_share = 0.0
 
-    def record() -> None:
-        assert best is not None
+    def record() -> None:  # the best plan and bound now, in the trace and the callbacks
+        inc = None if best is None else best[1]
         shown = pb.floor if math.isfinite(pb.floor) else None
-        trace.append(TraceRow(options.elapsed(), best[1], shown))
-        options.callbacks.on_improvement(options.elapsed(), best[1], shown)
+        trace.append(TraceRow(options.elapsed(), inc, shown))
+        options.callbacks.on_improvement(options.elapsed(), inc, shown)
 
     if bound_share > 0 and not options.stopped():
         refined = refine_by_sites(instance, pb, None if best is None else best[1],
@@ -143,13 +143,8 @@ def after_bound(instance: Instance, options: SolveOptions, params: SiteSearchPar
         if refined.value > pb.value or found is not None:
             pb = refined
             info["parametric"] = pb.summary()
-            if found is not None:
-                best = found
-                record()
-            else:
-                inc = None if best is None else best[1]
-                trace.append(TraceRow(options.elapsed(), inc, pb.floor))
-                options.callbacks.on_improvement(options.elapsed(), inc, pb.floor)
+            best = found or best
+            record()
         if best is not None and proves(pb.floor, best[1]):
             return pb, best, True
     if pb.site_sets and subset_share > 0 and not options.stopped():

@@ -99,7 +99,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numba import njit
@@ -203,19 +203,19 @@ def role_prices(comm: np.ndarray, cluster: np.ndarray, path: np.ndarray | None =
         same = cluster[js] == cluster[g]
         if path is None:
             d_all = np.sort(comm[g, js])
-            d_x = np.sort(comm[g, js[~same]])
-            d_back = d_fwd = d_x
+            d_back = d_fwd = np.sort(comm[g, js[~same]])
         else:
             d_all = np.sort(comm[g, js[same]])
             place = path[cluster[js]]
             d_back = np.sort(comm[g, js[place == path[cluster[g]] - 1]])
             d_fwd = np.sort(comm[g, js[place == path[cluster[g]] + 1]])
-            d_x = np.empty(0)  # two inter-site sends: one back and one forward
         c_in = d_all[0] if d_all.size else _INF
         c_b = d_back[0] if d_back.size else _INF
         c_f = d_fwd[0] if d_fwd.size else _INF
         m2 = d_all[0] + d_all[1] if d_all.size >= 2 else _INF
-        x2 = d_x[0] + d_x[1] if d_x.size >= 2 else c_b + c_f if path is not None else _INF
+        # Two inter-site sends: to distinct GPUs; on a path, one back and one forward.
+        x2 = c_b + c_f if path is not None else (
+            d_back[0] + d_back[1] if d_back.size >= 2 else _INF)
         out[g] = (m2, c_in, c_b + c_in, c_in, c_in + c_f, 0.0, c_f, c_b, x2)
     return out
 
@@ -296,11 +296,13 @@ def _relaxation_dp(L, order, site_last, site_pow, site_price, comp, prices, cpri
     """
     n_slot = _SEALED + 1
     n_st = n_slot * 4
+    # Without trace, placeholders of one layer count (_window never writes them).
     n_pos = order.shape[0] if trace else 1
-    TS = np.full((n_pos, n_st, L + 1), -1, np.int32)
-    TB = np.zeros((n_pos, n_st, L + 1), np.int32)
-    TR = np.zeros((n_pos, n_st, L + 1), np.int32)
-    TC = np.full((n_pos, 4, L + 1), -1, np.int32)
+    n_ell = L + 1 if trace else 1
+    TS = np.full((n_pos, n_st, n_ell), -1, np.int32)
+    TB = np.zeros((n_pos, n_st, n_ell), np.int32)
+    TR = np.zeros((n_pos, n_st, n_ell), np.int32)
+    TC = np.full((n_pos, 4, n_ell), -1, np.int32)
     V = np.full((n_st, L + 1), np.inf)
     K = np.zeros((n_st, L + 1), np.int64)
     E = np.zeros((n_st, L + 1), np.int64)
@@ -757,23 +759,21 @@ class _Boxes:
     def _dp(self, qa: int, z_hi: float, ws: float, wp: float, wd: float,
             mu: float, case: int) -> tuple[float, int, int]:
         self.dp_calls += 1
-        roles, close = _CASES[case]
         self.last_dp = (qa, z_hi, ws, wp, wd, mu, case)
-        v, k, code, *_ = _relaxation_dp(self.L, self.order, self.site_last, self.site_pow,
-                                        self.site_price, self.comp, self.prices,
-                                        self.cost_prices, self.mid[qa], self.last[qa], z_hi,
-                                        self.o, ws, wp, wd, self.idle, self.dyn, mu, roles,
-                                        close, self.force, False)
+        v, k, code, *_ = self._run_dp(qa, z_hi, ws, wp, wd, mu, case, False)
         return float(v), int(k), int(code)
+
+    def _run_dp(self, qa: int, z_hi: float, ws: float, wp: float, wd: float, mu: float,
+                case: int, trace: bool) -> tuple[Any, ...]:
+        roles, close = _CASES[case]
+        return _relaxation_dp(self.L, self.order, self.site_last, self.site_pow,
+                              self.site_price, self.comp, self.prices, self.cost_prices,
+                              self.mid[qa], self.last[qa], z_hi, self.o, ws, wp, wd,
+                              self.idle, self.dyn, mu, roles, close, self.force, trace)
 
     def minimiser(self) -> list[tuple[int, int, int]]:
         """The minimiser of the last DP run: (GPU, role, layers) per used GPU."""
-        qa, z_hi, ws, wp, wd, mu, case = self.last_dp
-        roles, close = _CASES[case]
-        v, _, _, TS, TB, TR, TC = _relaxation_dp(
-            self.L, self.order, self.site_last, self.site_pow, self.site_price, self.comp,
-            self.prices, self.cost_prices, self.mid[qa], self.last[qa], z_hi, self.o, ws, wp,
-            wd, self.idle, self.dyn, mu, roles, close, self.force, True)
+        v, _, _, TS, TB, TR, TC = self._run_dp(*self.last_dp, True)
         if not math.isfinite(v):
             return []
         return _traceback(self.L, self.order, self.site_last, TS, TB, TR, TC)

@@ -142,6 +142,11 @@ def _pool(instance: Instance, allowed: frozenset[str],
     return pools[allowed]
 
 
+def _path_labels(pool: _Pool, kind: _Kind) -> tuple[int, ...] | None:
+    """A path node's sites as the pool's cluster labels (None: not a path node)."""
+    return tuple(pool.names.index(s) for s in kind) if kind and kind != _REVISITS else None
+
+
 def _node_bound(instance: Instance, allowed: frozenset[str], forced: frozenset[str],
                 kind: _Kind, incumbent: float | None, deadline: float,
                 stop: Callable[[], bool] | None, start: tuple[Box, ...] | None,
@@ -152,7 +157,7 @@ def _node_bound(instance: Instance, allowed: frozenset[str], forced: frozenset[s
     if pool is None:
         return ParametricBound(math.inf, 0, 0, 0.0, True), []
     sub, names = pool.instance, pool.names
-    path = tuple(names.index(s) for s in kind) if kind and kind != _REVISITS else None
+    path = _path_labels(pool, kind)
     pb = parametric_bound(sub.coefficients(), sub.layers, pool.cluster,
                           ObjectiveWeights.from_instance(sub), incumbent=incumbent,
                           deadline=deadline, stop=stop,
@@ -178,10 +183,10 @@ def _order_parts(allowed: frozenset[str], forced: frozenset[str]
 def _path_plans(instance: Instance, pb: ParametricBound, kind: _Kind, pool: _Pool | None
                 ) -> list[tuple[tuple[tuple[str, int], ...], float]]:
     """The plans a path node's relaxed minimisers form, priced on ``instance``."""
-    if not kind or kind == _REVISITS or not pb.configs or pool is None:
+    path = None if pool is None else _path_labels(pool, kind)
+    if path is None or pool is None or not pb.configs:
         return []
     sub, cluster = pool.instance, pool.cluster
-    path = tuple(pool.names.index(x) for x in kind)
     out = []
     for config in pb.configs:
         pairs = path_plan(config, cluster, path)
@@ -256,14 +261,15 @@ def branch_on_sites(instance: Instance, root: ParametricBound, incumbent: float 
         free = sorted(allowed - used - forced,
                       key=lambda x: (min((trip[idx[u], idx[x]] for u in used), default=0.0), x))
         ordered = not free and not kind and bool(used) and 2 <= len(allowed) <= _PATH_SITES
+        splittable = bool(used) and bool(free or ordered)
         start, ran_with, done, deep = boxes.get(tie, (None, math.inf, True, True))
         # A node searched with a worse incumbent (a path node's proof may need the finer
         # boxes near the new one), or cut by its time slice, runs again from its boxes;
         # so does one that would be final, once, splitting its start boxes afresh (a
         # path's bound rises far above its parent's, whose boxes were split for less).
         again = start is not None and ((bool(kind) and ub < ran_with) or not done or (
-            not deep and not (used and (free or ordered))))
-        if not (used and (free or ordered)) and not again:
+            not deep and not splittable))
+        if not splittable and not again:
             heapq.heappop(heap)
             final.append((value, used))
             continue
@@ -272,7 +278,7 @@ def branch_on_sites(instance: Instance, root: ParametricBound, incumbent: float 
             break
         heapq.heappop(heap)
         boxes.pop(tie, None)
-        if not (used and (free or ordered)):
+        if not splittable:
             search(allowed, forced, kind, value, start, now + 0.5 * (deadline - now),
                    deep or done)
             continue
