@@ -75,6 +75,14 @@ only the first site may hold the first stage and only the last the last stage. N
 transition prices are needed, and the minimiser is itself a pipeline
 (:func:`path_plan`; the DP records its choices on request, :func:`_traceback`).
 
+**Site walks.** For the plans whose runs visit the sites in a given order with a site
+visited twice (a *walk*), joining that site's two runs would turn two sends to known
+sites into intra-site ones, and the join is what weakens the bound (metro N=64 L=48
+lambda 1, instance seed 73: the walk B H A H, joined, stayed 0.45 % below the best
+plan). So :func:`_walk_dp` keeps every visit's run apart: its state per site is the
+pair of its runs' states (ends placed, middles), each GPU takes a role in one of the
+runs, priced by that run's neighbouring sites. Its minimiser is a pipeline too.
+
 **Stage count.** The box's Q range enters by Lagrange multiplier: with a
 price ``mu`` per stage, ``V(mu) = min (cost + mu k)`` over configurations of
 any stage count k gives ``cost >= V(mu) - mu qb`` (mu >= 0) or
@@ -95,6 +103,7 @@ excludes a plan.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import time
 from collections.abc import Callable
@@ -184,20 +193,20 @@ _MULTI_SITE = (np.array([1, 1, 1, 1, 1, 0, 1, 1, 1], np.bool_),
 _CASES = (_SINGLE_SITE, _MULTI_SITE)
 
 
-def role_prices(comm: np.ndarray, cluster: np.ndarray, path: np.ndarray | None = None
-                ) -> np.ndarray:
+def role_prices(comm: np.ndarray, cluster: np.ndarray,
+                path: tuple[int, ...] | None = None) -> np.ndarray:
     """Per GPU and role (the nine ``(prev, next)`` kinds), the least its sends cost (inf: none).
 
     Only pairs linked both ways can be consecutive stages, so only those count.
-    ``path``: per cluster label its place on a site path (-1: off it), for the plans
-    that visit those sites once each in that order: an inter-site send back then goes
-    to the previous site, one forward to the next, and intra-site sends stay on the
-    site (no runs are joined).
+    ``path``: cluster labels, for the plans that visit those sites once each in that
+    order: an inter-site send back then goes to the previous site, one forward to the
+    next, and intra-site sends stay on the site (no runs are joined).
     """
     n = comm.shape[0]
     both = np.isfinite(comm) & np.isfinite(comm.T)
     np.fill_diagonal(both, False)
     out = np.full((n, N_ROLES), _INF)
+    place = {k: i for i, k in enumerate(path)} if path is not None else {}
     for g in range(n):
         js = np.nonzero(both[g])[0]
         same = cluster[js] == cluster[g]
@@ -206,9 +215,8 @@ def role_prices(comm: np.ndarray, cluster: np.ndarray, path: np.ndarray | None =
             d_back = d_fwd = np.sort(comm[g, js[~same]])
         else:
             d_all = np.sort(comm[g, js[same]])
-            place = path[cluster[js]]
-            d_back = np.sort(comm[g, js[place == path[cluster[g]] - 1]])
-            d_fwd = np.sort(comm[g, js[place == path[cluster[g]] + 1]])
+            d_back, d_fwd = (_links_to(comm, cluster, g, js, path, place.get(int(cluster[g]), -2)
+                                       + step) for step in (-1, 1))
         c_in = d_all[0] if d_all.size else _INF
         c_b = d_back[0] if d_back.size else _INF
         c_f = d_fwd[0] if d_fwd.size else _INF
@@ -218,6 +226,47 @@ def role_prices(comm: np.ndarray, cluster: np.ndarray, path: np.ndarray | None =
             d_back[0] + d_back[1] if d_back.size >= 2 else _INF)
         out[g] = (m2, c_in, c_b + c_in, c_in, c_in + c_f, 0.0, c_f, c_b, x2)
     return out
+
+
+def _links_to(comm: np.ndarray, cluster: np.ndarray, g: int, js: np.ndarray,
+              walk: tuple[int, ...], i: int) -> np.ndarray:
+    """GPU g's links to its partners ``js`` on the site at place ``i`` of ``walk``, sorted
+    (none when there is no such place)."""
+    if not 0 <= i < len(walk):
+        return np.empty(0)
+    return np.sort(comm[g, js[cluster[js] == walk[i]]])
+
+
+def _walk_tables(comm: np.ndarray, cluster: np.ndarray, order: np.ndarray,
+                 walk: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What :func:`_walk_dp` needs of the plans whose runs visit the sites in the order
+    ``walk`` (each site at most twice): per position the runs its site holds; per
+    GPU, run of its site and walk role the least the role's sends cost (intra-site sends
+    on the site, the send back to the site before that visit, forward to the one after;
+    inf: not allowed); per GPU and run whether that run ends with the last stage."""
+    n = comm.shape[0]
+    both = np.isfinite(comm) & np.isfinite(comm.T)
+    np.fill_diagonal(both, False)
+    visits: dict[int, list[int]] = {}
+    for i, k in enumerate(walk):
+        visits.setdefault(int(k), []).append(i)
+    if max(len(v) for v in visits.values()) > 2:
+        raise ValueError(f"a site walk visits each site at most twice: {walk}")
+    prices = np.full((n, 2, _WALK_ROLES), _INF)
+    is_last = np.zeros((n, 2), np.bool_)
+    for g in range(n):
+        js = np.nonzero(both[g])[0]
+        d_all = np.sort(comm[g, js[cluster[js] == cluster[g]]])
+        c_in = d_all[0] if d_all.size else _INF
+        m2 = d_all[0] + d_all[1] if d_all.size >= 2 else _INF
+        for j, i in enumerate(visits.get(int(cluster[g]), [])):
+            back, fwd = (_links_to(comm, cluster, g, js, walk, i + step) for step in (-1, 1))
+            c_b = 0.0 if i == 0 else (back[0] if back.size else _INF)
+            c_f = 0.0 if i == len(walk) - 1 else (fwd[0] if fwd.size else _INF)
+            prices[g, j] = (m2, c_b + c_in, c_in + c_f, c_b + c_f)
+            is_last[g, j] = i == len(walk) - 1
+    runs = np.array([len(visits.get(int(cluster[g]), [])) for g in order], np.int64)
+    return runs, prices, is_last
 
 
 @njit(cache=True)
@@ -412,6 +461,156 @@ def _relaxation_dp(L, order, site_last, site_pow, site_price, comp, prices, cpri
     return V[3, L], K[3, L], E[3, L], TS, TB, TR, TC
 
 
+#: Walk DP (:func:`_walk_dp`): a run's state is 3 * (ends placed: bit 0 its start, bit 1
+#: its end) + f (as the site slots' f), or _RUN_SEALED (a one-GPU run, complete); a site
+#: of two runs is in state q0 + _RUN_STATES * q1.
+_RUN_SEALED = 12
+_RUN_STATES = 13
+#: Roles within a run: middle, start (its send back inter-site, or none: the first
+#: stage; forward intra-site), end (the mirror image), single (the run's only GPU).
+_WALK_ROLES = 4
+
+
+@njit(cache=True)
+def _run_step(q, role):  # pragma: no cover - compiled
+    """A run's state after one more GPU in ``role`` (-1: not allowed)."""
+    if q == _RUN_SEALED:
+        return -1
+    bits = q // 3
+    f = q - 3 * bits
+    if role == 0:
+        return 3 * bits + (1 if f == 0 else f)
+    if role == 3:
+        return _RUN_SEALED if q == 0 else -1
+    bit = 1 if role == 1 else 2
+    if bits & bit:
+        return -1
+    return 3 * (bits | bit) + 2
+
+
+@njit(cache=True)
+def _walk_dp(L, order, site_last, runs, comp, prices, is_last, capmid, caplast, z_hi,
+             o, ws, wp, wd, idle, dyn, mu, trace):  # pragma: no cover - compiled
+    """min over the plans on a site walk (relaxed) of sum (ws tau + wp idle + wd dyn c n
+    + mu): each visit of a site is one run, a site visited twice holds two on distinct
+    GPUs; (value, k) and, with ``trace``, the minimiser's choices in
+    :func:`_relaxation_dp`'s layout (role code ``4 j + role``: run j of its site; the
+    close record per position and layer count in TC[pos, 0]).
+
+    ``prices[g, j, role]``: the role's sends in run j of g's site (inf: not allowed);
+    ``is_last[g, j]``: that run ends with the last stage (its end and single roles take
+    the last stage's cap); ``runs`` per position: the runs its site holds (0: a site off
+    the walk, left unused). Every run must be used.
+    """
+    n_st = _RUN_STATES * _RUN_STATES
+    n_pos = order.shape[0] if trace else 1
+    n_ell = L + 1 if trace else 1
+    TS = np.full((n_pos, n_st, n_ell), -1, np.int32)
+    TB = np.zeros((n_pos, n_st, n_ell), np.int32)
+    TR = np.zeros((n_pos, n_st, n_ell), np.int32)
+    TC = np.full((n_pos, 1, n_ell), -1, np.int32)
+    V = np.full((n_st, L + 1), np.inf)
+    K = np.zeros((n_st, L + 1), np.int64)
+    E = np.zeros((n_st, L + 1), np.int64)
+    V[0, 0] = 0.0
+    W = V.copy()
+    KW = K.copy()
+    EW = E.copy()
+    dq = np.empty(L + 1, np.int64)
+    alive = np.zeros(n_st, np.bool_)
+    alive[0] = True
+    nalive = alive.copy()
+    for pos in range(order.shape[0]):
+        g = order[pos]
+        for s in range(n_st):
+            if alive[s] or nalive[s]:
+                W[s, :] = V[s, :]
+                KW[s, :] = K[s, :]
+                EW[s, :] = E[s, :]
+            nalive[s] = alive[s]
+        c = comp[g]
+        sigma = (ws + wd * dyn[g]) * c
+        for j in range(runs[pos]):
+            for role in range(_WALK_ROLES):
+                price = prices[g, j, role]
+                if not price < np.inf:
+                    continue
+                mem = caplast[g] if is_last[g, j] and role >= 2 else capmid[g]
+                cap = _layer_cap(mem, price, c, o, z_hi, L)
+                if cap < 1:
+                    continue
+                kappa = ws * (price + o) + wp * idle[g] + mu
+                for s in range(n_st):
+                    if not alive[s]:
+                        continue
+                    q1 = s // _RUN_STATES
+                    q0 = s - _RUN_STATES * q1
+                    if j == 0:
+                        nq = _run_step(q0, role)
+                        if nq < 0:
+                            continue
+                        t = nq + _RUN_STATES * q1
+                    else:
+                        nq = _run_step(q1, role)
+                        if nq < 0:
+                            continue
+                        t = q0 + _RUN_STATES * nq
+                    tp = pos if trace else 0
+                    _window(V[s], K[s], E[s], W[t], KW[t], EW[t], L, cap, sigma, kappa, dq,
+                            trace, TS[tp, t], TB[tp, t], TR[tp, t], s, 4 * j + role)
+                    nalive[t] = True
+        V, W = W, V
+        K, KW = KW, K
+        E, EW = EW, E
+        alive, nalive = nalive, alive
+        if site_last[pos]:
+            # Close the site: every run complete (both ends, or sealed); carry on in state 0.
+            best = np.full(L + 1, np.inf)
+            bk = np.zeros(L + 1, np.int64)
+            for s in range(n_st):
+                if not alive[s]:
+                    continue
+                q1 = s // _RUN_STATES
+                q0 = s - _RUN_STATES * q1
+                done0 = q0 == _RUN_SEALED or q0 // 3 == 3
+                done1 = q1 == _RUN_SEALED or q1 // 3 == 3
+                nr = runs[pos]
+                ok = (s == 0) if nr == 0 else (done0 and (done1 if nr == 2 else q1 == 0))
+                if ok:
+                    for ell in range(L + 1):
+                        if V[s, ell] < best[ell]:
+                            best[ell] = V[s, ell]
+                            bk[ell] = K[s, ell]
+                            if trace:
+                                TC[pos, 0, ell] = s
+                V[s, :] = np.inf
+                alive[s] = False
+            V[0, :] = best
+            K[0, :] = bk
+            alive[0] = True
+    return V[0, L], K[0, L], E[0, L], TS, TB, TR, TC
+
+
+def _walk_traceback(L: int, order: np.ndarray, site_last: np.ndarray, TS: np.ndarray,
+                    TB: np.ndarray, TR: np.ndarray, TC: np.ndarray
+                    ) -> list[tuple[int, int, int]]:
+    """The minimiser of a traced :func:`_walk_dp`: (GPU, role code, layers) per used GPU."""
+    out: list[tuple[int, int, int]] = []
+    state, ell = 0, L
+    for pos in range(order.shape[0] - 1, -1, -1):
+        if site_last[pos]:
+            state = int(TC[pos, 0, ell])
+            if state < 0:
+                return []
+        src = int(TS[pos, state, ell])
+        if src >= 0:
+            b = int(TB[pos, state, ell])
+            out.append((int(order[pos]), int(TR[pos, state, ell]), ell - b))
+            state, ell = src, b
+    out.reverse()
+    return out
+
+
 def _traceback(L: int, order: np.ndarray, site_last: np.ndarray, TS: np.ndarray,
                TB: np.ndarray, TR: np.ndarray, TC: np.ndarray) -> list[tuple[int, int, int]]:
     """The minimiser of a traced :func:`_relaxation_dp`: (GPU, role, layers) per used GPU,
@@ -507,7 +706,7 @@ class _TransitionSetup:
     @classmethod
     def build(cls, comm: np.ndarray, cluster: np.ndarray, prices: np.ndarray,
               first: int | None = None, last: int | None = None,
-              must: tuple[int, ...] = (), revisits: bool = False) -> _TransitionSetup:
+              must: tuple[int, ...] = (), revisits: int = 0) -> _TransitionSetup:
         trip, lo, site = transitions.site_links(comm, cluster)
         n_s = trip.shape[0]
         pairs = [(a, b) for a in range(n_s) for b in range(n_s)
@@ -594,7 +793,10 @@ class _Boxes:
         self.walk_first: int | None = None
         self.walk_last: int | None = None
         self.walk_must: tuple[int, ...] = ()
-        self.walk_revisits = False  # only walks that visit a site twice (walk_rows)
+        self.walk_revisits = 0  # only walks with this many steps back (walk_rows)
+        #: :func:`_walk_tables` of a walk that visits a site twice (:meth:`follow_walk`).
+        self.walk: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.walk_code = 0
         self.tuning = [0.0, 0.0, 0.0]  # rounds that raised a bound, iterations, seconds
         self.tx: np.ndarray | None = None  # the transition prices in use (their form's)
         self.setup: _TransitionSetup | None = None  # built at the first tuning round
@@ -624,12 +826,19 @@ class _Boxes:
         self.prices = self._restricted(self.base_prices)
         self.cost_prices = self.prices
 
-    def follow_path(self, place: np.ndarray) -> None:
-        """Price sends for the plans visiting the sites once each in the order ``place``
-        (per cluster label; :func:`role_prices`)."""
-        self.base_prices = role_prices(self.comm, self.cluster, place)
-        self.prices = self._restricted(self.base_prices)
-        self.cost_prices = self.prices
+    def follow_walk(self, walk: tuple[int, ...]) -> None:
+        """Count only the plans whose runs visit the sites in the order ``walk`` (cluster
+        labels): on a path (each site once) the site DP with each send priced by the site
+        it goes to (:func:`role_prices`); a walk that visits a site twice, :func:`_walk_dp`."""
+        if len(set(walk)) == len(walk):
+            self.base_prices = role_prices(self.comm, self.cluster, walk)
+            self.prices = self._restricted(self.base_prices)
+            self.cost_prices = self.prices
+            return
+        self.walk = _walk_tables(self.comm, self.cluster, self.order, walk)
+        # The mask code says only which sites are used (every site of the walk).
+        self.walk_code = int(sum(self.site_pow[np.nonzero(self.site_last & np.isin(
+            self.cluster[self.order], np.asarray(walk)))[0]] * 12))
 
     def _restricted(self, p: np.ndarray) -> np.ndarray:
         return p if self.role_ok is None else np.where(self.role_ok, p, _INF)
@@ -765,6 +974,14 @@ class _Boxes:
 
     def _run_dp(self, qa: int, z_hi: float, ws: float, wp: float, wd: float, mu: float,
                 case: int, trace: bool) -> tuple[Any, ...]:
+        if self.walk is not None:
+            if case == 0:  # a walk visits two or more sites
+                return _INF, 0, 0, None, None, None, None
+            runs, prices, is_last = self.walk
+            v, k, _, *rest = _walk_dp(self.L, self.order, self.site_last, runs, self.comp,
+                                      prices, is_last, self.mid[qa], self.last[qa], z_hi,
+                                      self.o, ws, wp, wd, self.idle, self.dyn, mu, trace)
+            return (v, k, self.walk_code, *rest)
         roles, close = _CASES[case]
         return _relaxation_dp(self.L, self.order, self.site_last, self.site_pow,
                               self.site_price, self.comp, self.prices, self.cost_prices,
@@ -776,7 +993,8 @@ class _Boxes:
         v, _, _, TS, TB, TR, TC = self._run_dp(*self.last_dp, True)
         if not math.isfinite(v):
             return []
-        return _traceback(self.L, self.order, self.site_last, TS, TB, TR, TC)
+        back = _walk_traceback if self.walk is not None else _traceback
+        return back(self.L, self.order, self.site_last, TS, TB, TR, TC)
 
     def _lagrange(self, qa: int, qb: int, z_hi: float, ws: float, wp: float, wd: float,
                   scale: float, case: int) -> float:
@@ -878,7 +1096,7 @@ def parametric_bound(
     forced: tuple[int, ...] = (),
     ends: tuple[int, int] | None = None,
     path: tuple[int, ...] | None = None,
-    revisits: bool = False,
+    revisits: int = 0,
     start: tuple[Box, ...] | None = None,
     tables: BoxTables | None = None,
     start_stall: int = START_STALL,
@@ -898,10 +1116,12 @@ def parametric_bound(
     incumbent, if every box reached it). ``forced``: cluster labels every plan counted
     must use (the bound then holds for those plans only). ``ends``: the cluster labels of
     the first and the last stage's site, for plans with those only. ``path``: cluster
-    labels, for the plans visiting those sites once each in that order (the sites are
+    labels, for the plans whose runs visit those sites in that order (the sites are
     forced, the ends set, each send priced by the site it goes to; no transition prices
-    needed). ``revisits``: for the plans that visit some site twice (their walk prices
-    bounded by such walks only). ``start``: boxes that hold
+    needed): once each, or some at most twice, never twice in a row (a *walk*: searched
+    by :func:`_walk_dp`). ``revisits``: for the plans whose walk steps back to a site
+    already visited at least that many times (1 or 2; their walk prices bounded by such
+    walks only). ``start``: boxes that hold
     every plan counted better than the incumbent, each plan's objective at least its
     box's bound (the open boxes of a search over a superset of these plans); the search
     starts from them instead of from the whole range, each priced once it comes up.
@@ -913,16 +1133,13 @@ def parametric_bound(
     t0 = time.perf_counter()
     bx = _Boxes(c, layers, cluster, weights, tables)
     if path is not None:
-        if len(path) < 2 or len(set(path)) < len(path):
-            raise ValueError(f"a site path needs two or more distinct sites: {path}")
+        if len(set(path)) < 2 or any(a == b for a, b in itertools.pairwise(path)):
+            raise ValueError(f"a site walk needs two or more sites, none twice in a row: {path}")
         if not set(path) <= set(np.asarray(cluster).tolist()):
             return ParametricBound(_INF, 0, 0, time.perf_counter() - t0, True)
         forced = tuple(sorted(set(forced) | set(path)))
         ends = (path[0], path[-1])
-        place = np.full(int(np.max(cluster)) + 1, -1, np.int64)
-        for i, k in enumerate(path):
-            place[k] = i
-        bx.follow_path(place)
+        bx.follow_walk(tuple(path))
         tune_transitions = False
     bx.walk_revisits = revisits
     if forced:
@@ -1090,18 +1307,29 @@ def parametric_bound(
 
 def path_plan(config: tuple[tuple[int, int, int], ...], cluster: np.ndarray,
               path: tuple[int, ...]) -> list[tuple[int, int]] | None:
-    """The pipeline (GPU, layers) of a relaxed minimiser on a site ``path``
-    (:attr:`ParametricBound.configs`): per site in path order its run, the GPU whose
+    """The pipeline (GPU, layers) of a relaxed minimiser on a site ``path`` or walk
+    (:attr:`ParametricBound.configs`): per visit in walk order its run, the GPU whose
     send back is not intra-site first, the one whose send forward is not last; None
-    when the roles do not form one run per site."""
+    when the roles do not form one run per visit."""
+    walk = len(set(path)) < len(path)
     runs = []
+    seen: dict[int, int] = {}
     for k in path:
-        on = [(g, r, n) for g, r, n in config if cluster[g] == k]
-        starts = [x for x in on if _ROLE_PREV[x[1]] != 1]
-        ends = [x for x in on if _ROLE_NEXT[x[1]] != 1]
+        j = seen.get(k, 0)
+        seen[k] = j + 1
+        if walk:
+            # Walk role codes 4 j + role: middle, start, end, single (_walk_dp).
+            on = [(g, r % 4, n) for g, r, n in config if cluster[g] == k and r // 4 == j]
+            starts = [x for x in on if x[1] in (1, 3)]
+            ends = [x for x in on if x[1] in (2, 3)]
+            mids = [x for x in on if x[1] == 0]
+        else:
+            on = [(g, r, n) for g, r, n in config if cluster[g] == k]
+            starts = [x for x in on if _ROLE_PREV[x[1]] != 1]
+            ends = [x for x in on if _ROLE_NEXT[x[1]] != 1]
+            mids = [x for x in on if _ROLE_PREV[x[1]] == 1 and _ROLE_NEXT[x[1]] == 1]
         if len(starts) != 1 or len(ends) != 1:
             return None
-        mids = [x for x in on if _ROLE_PREV[x[1]] == 1 and _ROLE_NEXT[x[1]] == 1]
         run = [starts[0], *mids] + ([ends[0]] if ends[0] is not starts[0] else [])
         if len(run) != len(on):
             return None

@@ -115,15 +115,16 @@ def _relax_within(D, f, S, t):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _revisiting_walks(t):  # pragma: no cover - compiled
+def _revisiting_walks(t, need):  # pragma: no cover - compiled
     """R[f, S, v]: the cheapest walk from site f through exactly the sites of bit set S
-    ending at v that visits some site twice (inf: none); ``t`` as in :func:`_walks`."""
+    ending at v that makes at least ``need`` (1 or 2) steps to a site already visited
+    (inf: none); ``t`` as in :func:`_walks`."""
     n = t.shape[0]
     full = 1 << n
-    P = np.full((n, full, n), np.inf)  # simple paths
-    R = np.full((n, full, n), np.inf)
+    # Per level (repeats so far, the last level: at least need), as _walks' D.
+    D = np.full((need + 1, n, full, n), np.inf)
     for f in range(n):
-        P[f, 1 << f, f] = 0.0
+        D[0, f, 1 << f, f] = 0.0
         for S in range(full):
             if not (S >> f) & 1:
                 continue
@@ -134,23 +135,24 @@ def _revisiting_walks(t):  # pragma: no cover - compiled
                 if v != f and prev:
                     for u in range(n):
                         if (prev >> u) & 1:
-                            if P[f, prev, u] + t[u, v] < P[f, S, v]:
-                                P[f, S, v] = P[f, prev, u] + t[u, v]
-                            if R[f, prev, u] + t[u, v] < R[f, S, v]:
-                                R[f, S, v] = R[f, prev, u] + t[u, v]
-            for v in range(n):
-                if not (S >> v) & 1:
-                    continue
-                # A step back to a site already on the path is the first revisit.
-                for u in range(n):
-                    if (S >> u) & 1 and u != v and P[f, S, u] + t[u, v] < R[f, S, v]:
-                        R[f, S, v] = P[f, S, u] + t[u, v]
-            _relax_within(R, f, S, t)
-    return R
+                            for lv in range(need + 1):
+                                if D[lv, f, prev, u] + t[u, v] < D[lv, f, S, v]:
+                                    D[lv, f, S, v] = D[lv, f, prev, u] + t[u, v]
+            # A step back to a site already on the walk is one more repeat.
+            for lv in range(need):
+                for v in range(n):
+                    if not (S >> v) & 1:
+                        continue
+                    for u in range(n):
+                        if (S >> u) & 1 and u != v and \
+                                D[lv, f, S, u] + t[u, v] < D[lv + 1, f, S, v]:
+                            D[lv + 1, f, S, v] = D[lv, f, S, u] + t[u, v]
+            _relax_within(D[need], f, S, t)
+    return D[need]
 
 
 def walk_rows(trip: np.ndarray, lo: np.ndarray, first: int | None = None,
-              last: int | None = None, must: tuple[int, ...] = (), revisits: bool = False
+              last: int | None = None, must: tuple[int, ...] = (), revisits: int = 0
               ) -> list[tuple[np.ndarray, float]]:
     """The walk prices' constraints: (variable indices, right-hand side) rows of
     ``sum x[i] <= rhs``, variable ``4 s + k`` the price of site s closing with ``KINDS[k]``.
@@ -161,14 +163,17 @@ def walk_rows(trip: np.ndarray, lo: np.ndarray, first: int | None = None,
     Requires ``lo[a] + lo[b] <= trip[a, b]`` (reduced trips are nonnegative). Prices
     for only the plans whose first site is ``first``, last site ``last`` and used sites
     include ``must`` need only the rows of those (first, last, used set); for only the
-    plans that visit some site twice (``revisits``), only walks that do.
+    plans whose walk steps back to a visited site at least ``revisits`` times (1 or 2),
+    only walks that do.
     """
     n = trip.shape[0]
     red = trip - lo[:, None] - lo[None, :]
     red = np.where(np.isfinite(red), np.maximum(red, 0.0), _INF)
     np.fill_diagonal(red, _INF)
     D = _walks(red)
-    R = _revisiting_walks(red) if revisits else D
+    R = _revisiting_walks(red, int(revisits)) if revisits else D
+    # A closed walk's step back to its first site is a repeat of its own.
+    C = _revisiting_walks(red, int(revisits) - 1) if revisits >= 2 else D
     rows: list[tuple[np.ndarray, float]] = []
     need = sum(1 << m for m in must)
     for S in range(1, 1 << n):
@@ -178,7 +183,7 @@ def walk_rows(trip: np.ndarray, lo: np.ndarray, first: int | None = None,
         for f in members:
             if first is not None and f != first:
                 continue
-            closed = min((D[f, S, u] + red[u, f] for u in members if u != f), default=_INF)
+            closed = min((C[f, S, u] + red[u, f] for u in members if u != f), default=_INF)
             mids = [4 * m + 2 for m in members if m != f]
             if math.isfinite(closed) and (last is None or last == f):
                 rows.append((np.array([4 * f + 3, *mids]), float(closed)))

@@ -208,17 +208,17 @@ def test_kelley_points_are_admissible() -> None:
             assert all(float(np.sum(p[idx])) <= rhs for idx, rhs in rows)
 
 
-def _walk_costs_by_enumeration(t: np.ndarray, revisiting: bool = False
+def _walk_costs_by_enumeration(t: np.ndarray, repeats: int = 0
                                ) -> dict[tuple[int, int, int], float]:
-    """(site set, first, last) -> the cheapest walk (``revisiting``: that visits some
-    site twice), over every walk of up to 7 steps."""
+    """(site set, first, last) -> the cheapest walk (that steps back to a visited site
+    at least ``repeats`` times), over every walk of up to 7 steps."""
     n = t.shape[0]
     best: dict[tuple[int, int, int], float] = {}
     frontier = [((f,), 0.0) for f in range(n)]
     for _ in range(8):
         nxt = []
         for walk, cost in frontier:
-            if not revisiting or len(set(walk)) < len(walk):
+            if len(walk) - len(set(walk)) >= repeats:
                 key = (sum(1 << s for s in set(walk)), walk[0], walk[-1])
                 best[key] = min(best.get(key, math.inf), cost)
             nxt += [((*walk, v), cost + t[walk[-1], v]) for v in range(n) if v != walk[-1]]
@@ -245,27 +245,32 @@ def test_walk_rows_for_some_plans_only() -> None:
         assert (tuple(sorted(int(k) for k in idx)), rhs) in full
     closed = walk_rows(trip, lo, first=2, last=2)
     assert closed and all(4 * 2 + 3 in idx for idx, _ in closed)
-    rev = _walk_costs_by_enumeration(red, revisiting=True)
     plain = {tuple(sorted(int(k) for k in idx)): rhs for idx, rhs in walk_rows(trip, lo)}
-    rows = walk_rows(trip, lo, revisits=True)
-    assert rows
-    for idx, rhs in rows:
-        sites = {int(k) // 4 for k in idx}
-        mask = sum(1 << s for s in sites)
-        kinds = {j: [int(k) // 4 for k in idx if int(k) % 4 == j] for j in range(4)}
-        if kinds[3]:
-            continue  # closed walks: every one revisits its first site, rows unchanged
-        want = rev[(mask, kinds[0][0], kinds[1][0])]
-        assert rhs == pytest.approx(want, rel=1e-12)
-        assert rhs >= plain[tuple(sorted(int(k) for k in idx))] - 1e-12
+    for need in (1, 2):
+        rev = _walk_costs_by_enumeration(red, repeats=need)
+        before = _walk_costs_by_enumeration(red, repeats=need - 1)
+        rows = walk_rows(trip, lo, revisits=need)
+        assert rows
+        for idx, rhs in rows:
+            sites = {int(k) // 4 for k in idx}
+            mask = sum(1 << s for s in sites)
+            kinds = {j: [int(k) // 4 for k in idx if int(k) % 4 == j] for j in range(4)}
+            if kinds[3]:
+                # A closed walk (first site = last) steps back to its first site at the end.
+                f = kinds[3][0]
+                want = min(before.get((mask, f, u), math.inf) + red[u, f] for u in sites
+                           if u != f)
+            else:
+                want = rev[(mask, kinds[0][0], kinds[1][0])]
+            assert rhs == pytest.approx(want, rel=1e-12)
+            assert rhs >= plain[tuple(sorted(int(k) for k in idx))] - 1e-12
 
 
 def test_role_prices_on_a_site_path() -> None:
     """On the path site 1 -> site 0, a send back from site 0 goes to site 1 and none
     forward leaves it; intra-site sends stay on the site."""
     inf = math.inf
-    place = np.array([1, 0])  # cluster label -> place on the path
-    p = role_prices(_FOUR_GPUS, _TWO_SITES, place)
+    p = role_prices(_FOUR_GPUS, _TWO_SITES, (1, 0))
     # GPU 0 (site 0, last on the path): intra 1, back to site 1 at 5 (GPU 2).
     m2, start_first, start_x, end_last, end_x, single, s_first, s_last, x2 = p[0]
     assert (start_first, start_x, end_last, s_last, single) == (1.0, 6.0, 1.0, 5.0, 0.0)

@@ -7,10 +7,11 @@ import itertools
 import math
 import time
 
+import numpy as np
 import pytest
 from oracle import reference_optimum
 
-from geoplan.cost import bounds, parametric
+from geoplan.cost import bounds, parametric, site_branching
 from geoplan.cost.evaluate import Evaluator
 from geoplan.cost.normalise import resolve_normalisers
 from geoplan.cost.parametric import instance_bound, parametric_bound, refine_by_sites
@@ -101,11 +102,12 @@ def _site_walk(order: list[int] | tuple[int, ...], cl) -> tuple[int, ...]:
 ])
 def test_path_and_revisit_bounds_never_exceed_the_plans_they_count(family: str, seed: int,
                                                                   lam: float) -> None:
-    """N=6, three sites: for each site path (two or more distinct sites, in order), the
-    bound of the plans visiting them once each in that order is at most the best such
-    plan (the reference over every GPU order whose runs follow the path); for each used
-    set, the revisit bound is at most the best plan using exactly those sites that
-    visits one twice. A path's relaxed minimisers are plans no better than its bound."""
+    """N=6, three sites: for each site walk (two or more sites, each at most twice, in
+    order), the bound of the plans whose runs follow it is at most the best such plan
+    (the reference over every GPU order whose runs follow the walk); for each used set,
+    the revisit bounds (one or two steps back at least) are at most the best plan using
+    exactly those sites with that many. A walk's relaxed minimisers are plans on that
+    walk no better than its bound."""
     inst = _instance(family, 6, 6, seed, lam)
     ev = Evaluator(inst)
     cl = bounds.clusters(inst)
@@ -114,19 +116,21 @@ def test_path_and_revisit_bounds_never_exceed_the_plans_they_count(family: str, 
     for k in range(2, inst.n + 1):
         for o in itertools.permutations(range(inst.n), k):
             by_walk.setdefault(_site_walk(o, cl), []).append(list(o))
-    checked = 0
-    revisit: dict[frozenset[int], list[list[int]]] = {}
+    checked = {"path": 0, "walk": 0, "revisits": 0}
+    revisit: dict[tuple[frozenset[int], int], list[list[int]]] = {}
     for walk, orders in by_walk.items():
         if len(walk) < 2:
             continue
-        if len(set(walk)) < len(walk):
-            revisit.setdefault(frozenset(walk), []).extend(orders)
+        repeats = len(walk) - len(set(walk))
+        for need in range(1, min(repeats, 2) + 1):
+            revisit.setdefault((frozenset(walk), need), []).extend(orders)
+        if max(walk.count(k) for k in walk) > 2:
             continue
         best, _, _ = reference_optimum(inst, orders)
         pb = parametric_bound(*args, max_boxes=400, path=walk)
         if math.isfinite(best):
             assert pb.value <= best * (1 + 1e-12), (walk, pb.value, best)
-            checked += 1
+            checked["walk" if repeats else "path"] += 1
         for config in pb.configs:
             pairs = parametric.path_plan(config, cl, walk)
             assert pairs is not None and sum(n for _, n in pairs) == inst.layers
@@ -135,20 +139,63 @@ def test_path_and_revisit_bounds_never_exceed_the_plans_they_count(family: str, 
                                               [n for _, n in pairs]))
             if e.feasible:
                 assert e.objective >= pb.value * (1 - 1e-12)
-    for used, orders in revisit.items():
+    for (used, need), orders in revisit.items():
         best, _, _ = reference_optimum(inst, orders)
-        pb = parametric_bound(*args, max_boxes=400, forced=tuple(sorted(used)), revisits=True)
+        pb = parametric_bound(*args, max_boxes=400, forced=tuple(sorted(used)), revisits=need)
         if math.isfinite(best):
-            assert pb.value <= best * (1 + 1e-12), (sorted(used), pb.value, best)
-            checked += 1
-    assert checked >= 6
+            assert pb.value <= best * (1 + 1e-12), (sorted(used), need, pb.value, best)
+            checked["revisits"] += 1
+    assert checked["path"] >= 6 and checked["walk"] >= 6 and checked["revisits"] >= 2, checked
+
+
+@pytest.mark.parametrize(("family", "n", "seed"), [("metro", 12, 0), ("geo", 12, 3),
+                                                   ("metro", 16, 2)])
+def test_walk_dp_on_a_path_is_the_site_dp(family: str, n: int, seed: int) -> None:
+    """On a path (each site once) the walk DP and the site DP solve the same relaxation:
+    their values and stage counts agree on every box and multiplier tried."""
+    inst = _instance(family, n, n, seed, 1.0)
+    cl = bounds.clusters(inst)
+    c = inst.coefficients()
+    sites = sorted(set(cl.tolist()))
+    for path in (tuple(sites), tuple(reversed(sites)), tuple(sites[:2])):
+        site = parametric._Boxes(c, inst.layers, cl, Evaluator(inst).weights)
+        labels = np.unique(cl)
+        site.follow_walk(path)
+        site.force = site.site_last & np.isin(cl[site.order], np.asarray(path))
+        index = {int(k): i for i, k in enumerate(labels)}
+        site.restrict_ends(index[path[0]], index[path[-1]])
+        walk = parametric._Boxes(c, inst.layers, cl, Evaluator(inst).weights)
+        walk.walk = parametric._walk_tables(walk.comm, cl, walk.order, path)
+        for qa in (2, len(path) + 1):
+            for z in (site.zmin(qa, site.q_max) * 1.3, site.z_worst):
+                for mu in (0.0, -3.0, 5.0):
+                    a = site._dp(qa, z, 1.0, 0.0, 0.0, mu, 1)
+                    b = walk._dp(qa, z, 1.0, 0.0, 0.0, mu, 1)
+                    if math.isfinite(a[0]) or math.isfinite(b[0]):
+                        assert b[0] == pytest.approx(a[0], rel=1e-12, abs=1e-9), (path, qa, z, mu)
+                        assert b[1] == a[1]
+
+
+def test_one_revisit_walks_are_counted() -> None:
+    """On k sites: k (k + 1)! / 2 walks of k + 1 visits minus those with the repeated
+    site twice in a row (k k!): 18 on 3 sites, 144 on 4, each visiting one site twice."""
+    for sites, count in ((["a", "b", "c"], 18), (["a", "b", "c", "d"], 144)):
+        walks = site_branching.one_revisit_walks(sites)
+        assert len(walks) == len(set(walks)) == count
+        for w in walks:
+            assert sorted(set(w)) == sites and len(w) == len(sites) + 1
+            assert all(a != b for a, b in itertools.pairwise(w))
 
 
 def test_site_paths_are_checked() -> None:
     inst = _instance("metro", 6, 6, 0, 1.0)
     args = (inst.coefficients(), inst.layers, bounds.clusters(inst), Evaluator(inst).weights)
-    with pytest.raises(ValueError, match="two or more distinct sites"):
+    with pytest.raises(ValueError, match="two or more sites, none twice in a row"):
         parametric_bound(*args, path=(0, 0))
+    with pytest.raises(ValueError, match="two or more sites, none twice in a row"):
+        parametric_bound(*args, path=(0, 1, 1))
+    with pytest.raises(ValueError, match="at most twice"):
+        parametric_bound(*args, path=(0, 1, 0, 1, 0))
     assert parametric_bound(*args, path=(0, 99)).value == math.inf
 
 
