@@ -322,6 +322,41 @@ def _layer_cap(mem, price, c, o, z_hi, L):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
+def _dp_buffers(n_pos, n_st, n_close, L, trace):  # pragma: no cover - compiled
+    """The arrays of a GPU-by-GPU DP over ``n_st`` states (:func:`_relaxation_dp`,
+    :func:`_walk_dp`): trace records (placeholders of one position and layer count
+    without ``trace``: _window never writes them), the value, stage count and mask code
+    per state and layer count (V, K, E; state 0 at 0 layers is 0, all else inf), their
+    next-position copies (W, KW, EW), the window's queue, and the rows that may hold a
+    finite value in V (alive) and in W (nalive)."""
+    n_p = n_pos if trace else 1
+    n_ell = L + 1 if trace else 1
+    TS = np.full((n_p, n_st, n_ell), -1, np.int32)
+    TB = np.zeros((n_p, n_st, n_ell), np.int32)
+    TR = np.zeros((n_p, n_st, n_ell), np.int32)
+    TC = np.full((n_p, n_close, n_ell), -1, np.int32)
+    V = np.full((n_st, L + 1), np.inf)
+    K = np.zeros((n_st, L + 1), np.int64)
+    E = np.zeros((n_st, L + 1), np.int64)
+    V[0, 0] = 0.0
+    alive = np.zeros(n_st, np.bool_)
+    alive[0] = True
+    return (TS, TB, TR, TC, V, K, E, V.copy(), K.copy(), E.copy(), np.empty(L + 1, np.int64),
+            alive, alive.copy())
+
+
+@njit(cache=True)
+def _next_position(V, K, E, W, KW, EW, alive, nalive):  # pragma: no cover - compiled
+    """Start the next GPU's step: W holds V (the GPU unused) on every row alive in either."""
+    for s in range(V.shape[0]):
+        if alive[s] or nalive[s]:
+            W[s, :] = V[s, :]
+            KW[s, :] = K[s, :]
+            EW[s, :] = E[s, :]
+        nalive[s] = alive[s]
+
+
+@njit(cache=True)
 def _relaxation_dp(L, order, site_last, site_pow, site_price, comp, prices, cprices,
                    capmid, caplast, z_hi, o, ws, wp, wd, idle, dyn, mu, role_on,
                    close_ok, force, trace):  # pragma: no cover - compiled
@@ -345,33 +380,11 @@ def _relaxation_dp(L, order, site_last, site_pow, site_price, comp, prices, cpri
     """
     n_slot = _SEALED + 1
     n_st = n_slot * 4
-    # Without trace, placeholders of one layer count (_window never writes them).
-    n_pos = order.shape[0] if trace else 1
-    n_ell = L + 1 if trace else 1
-    TS = np.full((n_pos, n_st, n_ell), -1, np.int32)
-    TB = np.zeros((n_pos, n_st, n_ell), np.int32)
-    TR = np.zeros((n_pos, n_st, n_ell), np.int32)
-    TC = np.full((n_pos, 4, n_ell), -1, np.int32)
-    V = np.full((n_st, L + 1), np.inf)
-    K = np.zeros((n_st, L + 1), np.int64)
-    E = np.zeros((n_st, L + 1), np.int64)
-    V[0, 0] = 0.0
-    W = V.copy()
-    KW = K.copy()
-    EW = E.copy()
-    dq = np.empty(L + 1, np.int64)
-    # Rows that may hold a finite value, in V (alive) and in W (nalive); all others are inf.
-    alive = np.zeros(n_st, np.bool_)
-    alive[0] = True
-    nalive = alive.copy()
+    TS, TB, TR, TC, V, K, E, W, KW, EW, dq, alive, nalive = _dp_buffers(
+        order.shape[0], n_st, 4, L, trace)
     for pos in range(order.shape[0]):
         g = order[pos]
-        for s in range(n_st):
-            if alive[s] or nalive[s]:
-                W[s, :] = V[s, :]
-                KW[s, :] = K[s, :]
-                EW[s, :] = E[s, :]
-            nalive[s] = alive[s]
+        _next_position(V, K, E, W, KW, EW, alive, nalive)
         c = comp[g]
         sigma = (ws + wd * dyn[g]) * c
         for r in range(9):
@@ -494,7 +507,7 @@ def _walk_dp(L, order, site_last, runs, comp, prices, is_last, capmid, caplast, 
     """min over the plans on a site walk (relaxed) of sum (ws tau + wp idle + wd dyn c n
     + mu): each visit of a site is one run, a site visited twice holds two on distinct
     GPUs; (value, k) and, with ``trace``, the minimiser's choices in
-    :func:`_relaxation_dp`'s layout (role code ``4 j + role``: run j of its site; the
+    :func:`_relaxation_dp`'s layout (role code ``_WALK_ROLES j + role``: run j of its site; the
     close record per position and layer count in TC[pos, 0]).
 
     ``prices[g, j, role]``: the role's sends in run j of g's site (inf: not allowed);
@@ -503,31 +516,11 @@ def _walk_dp(L, order, site_last, runs, comp, prices, is_last, capmid, caplast, 
     the walk, left unused). Every run must be used.
     """
     n_st = _RUN_STATES * _RUN_STATES
-    n_pos = order.shape[0] if trace else 1
-    n_ell = L + 1 if trace else 1
-    TS = np.full((n_pos, n_st, n_ell), -1, np.int32)
-    TB = np.zeros((n_pos, n_st, n_ell), np.int32)
-    TR = np.zeros((n_pos, n_st, n_ell), np.int32)
-    TC = np.full((n_pos, 1, n_ell), -1, np.int32)
-    V = np.full((n_st, L + 1), np.inf)
-    K = np.zeros((n_st, L + 1), np.int64)
-    E = np.zeros((n_st, L + 1), np.int64)
-    V[0, 0] = 0.0
-    W = V.copy()
-    KW = K.copy()
-    EW = E.copy()
-    dq = np.empty(L + 1, np.int64)
-    alive = np.zeros(n_st, np.bool_)
-    alive[0] = True
-    nalive = alive.copy()
+    TS, TB, TR, TC, V, K, E, W, KW, EW, dq, alive, nalive = _dp_buffers(
+        order.shape[0], n_st, 1, L, trace)
     for pos in range(order.shape[0]):
         g = order[pos]
-        for s in range(n_st):
-            if alive[s] or nalive[s]:
-                W[s, :] = V[s, :]
-                KW[s, :] = K[s, :]
-                EW[s, :] = E[s, :]
-            nalive[s] = alive[s]
+        _next_position(V, K, E, W, KW, EW, alive, nalive)
         c = comp[g]
         sigma = (ws + wd * dyn[g]) * c
         for j in range(runs[pos]):
@@ -545,19 +538,13 @@ def _walk_dp(L, order, site_last, runs, comp, prices, is_last, capmid, caplast, 
                         continue
                     q1 = s // _RUN_STATES
                     q0 = s - _RUN_STATES * q1
-                    if j == 0:
-                        nq = _run_step(q0, role)
-                        if nq < 0:
-                            continue
-                        t = nq + _RUN_STATES * q1
-                    else:
-                        nq = _run_step(q1, role)
-                        if nq < 0:
-                            continue
-                        t = q0 + _RUN_STATES * nq
+                    nq = _run_step(q0 if j == 0 else q1, role)
+                    if nq < 0:
+                        continue
+                    t = nq + _RUN_STATES * q1 if j == 0 else q0 + _RUN_STATES * nq
                     tp = pos if trace else 0
                     _window(V[s], K[s], E[s], W[t], KW[t], EW[t], L, cap, sigma, kappa, dq,
-                            trace, TS[tp, t], TB[tp, t], TR[tp, t], s, 4 * j + role)
+                            trace, TS[tp, t], TB[tp, t], TR[tp, t], s, _WALK_ROLES * j + role)
                     nalive[t] = True
         V, W = W, V
         K, KW = KW, K
@@ -567,6 +554,7 @@ def _walk_dp(L, order, site_last, runs, comp, prices, is_last, capmid, caplast, 
             # Close the site: every run complete (both ends, or sealed); carry on in state 0.
             best = np.full(L + 1, np.inf)
             bk = np.zeros(L + 1, np.int64)
+            nr = runs[pos]
             for s in range(n_st):
                 if not alive[s]:
                     continue
@@ -574,7 +562,6 @@ def _walk_dp(L, order, site_last, runs, comp, prices, is_last, capmid, caplast, 
                 q0 = s - _RUN_STATES * q1
                 done0 = q0 == _RUN_SEALED or q0 // 3 == 3
                 done1 = q1 == _RUN_SEALED or q1 // 3 == 3
-                nr = runs[pos]
                 ok = (s == 0) if nr == 0 else (done0 and (done1 if nr == 2 else q1 == 0))
                 if ok:
                     for ell in range(L + 1):
@@ -591,32 +578,13 @@ def _walk_dp(L, order, site_last, runs, comp, prices, is_last, capmid, caplast, 
     return V[0, L], K[0, L], E[0, L], TS, TB, TR, TC
 
 
-def _walk_traceback(L: int, order: np.ndarray, site_last: np.ndarray, TS: np.ndarray,
-                    TB: np.ndarray, TR: np.ndarray, TC: np.ndarray
-                    ) -> list[tuple[int, int, int]]:
-    """The minimiser of a traced :func:`_walk_dp`: (GPU, role code, layers) per used GPU."""
-    out: list[tuple[int, int, int]] = []
-    state, ell = 0, L
-    for pos in range(order.shape[0] - 1, -1, -1):
-        if site_last[pos]:
-            state = int(TC[pos, 0, ell])
-            if state < 0:
-                return []
-        src = int(TS[pos, state, ell])
-        if src >= 0:
-            b = int(TB[pos, state, ell])
-            out.append((int(order[pos]), int(TR[pos, state, ell]), ell - b))
-            state, ell = src, b
-    out.reverse()
-    return out
-
-
 def _traceback(L: int, order: np.ndarray, site_last: np.ndarray, TS: np.ndarray,
-               TB: np.ndarray, TR: np.ndarray, TC: np.ndarray) -> list[tuple[int, int, int]]:
-    """The minimiser of a traced :func:`_relaxation_dp`: (GPU, role, layers) per used GPU,
-    in DP order (grouped by site)."""
+               TB: np.ndarray, TR: np.ndarray, TC: np.ndarray, state: int = 3
+               ) -> list[tuple[int, int, int]]:
+    """The minimiser of a traced :func:`_relaxation_dp` (or :func:`_walk_dp`, whose end
+    state is 0): (GPU, role, layers) per used GPU, in DP order (grouped by site)."""
     out: list[tuple[int, int, int]] = []
-    state, ell = 3, L
+    ell = L
     for pos in range(order.shape[0] - 1, -1, -1):
         if site_last[pos] and TC[pos, state, ell] >= 0:
             state = int(TC[pos, state, ell])
@@ -993,8 +961,8 @@ class _Boxes:
         v, _, _, TS, TB, TR, TC = self._run_dp(*self.last_dp, True)
         if not math.isfinite(v):
             return []
-        back = _walk_traceback if self.walk is not None else _traceback
-        return back(self.L, self.order, self.site_last, TS, TB, TR, TC)
+        return _traceback(self.L, self.order, self.site_last, TS, TB, TR, TC,
+                          0 if self.walk is not None else 3)
 
     def _lagrange(self, qa: int, qb: int, z_hi: float, ws: float, wp: float, wd: float,
                   scale: float, case: int) -> float:
@@ -1318,8 +1286,9 @@ def path_plan(config: tuple[tuple[int, int, int], ...], cluster: np.ndarray,
         j = seen.get(k, 0)
         seen[k] = j + 1
         if walk:
-            # Walk role codes 4 j + role: middle, start, end, single (_walk_dp).
-            on = [(g, r % 4, n) for g, r, n in config if cluster[g] == k and r // 4 == j]
+            # Walk role codes _WALK_ROLES j + role: middle, start, end, single (_walk_dp).
+            on = [(g, r % _WALK_ROLES, n) for g, r, n in config
+                  if cluster[g] == k and r // _WALK_ROLES == j]
             starts = [x for x in on if x[1] in (1, 3)]
             ends = [x for x in on if x[1] in (2, 3)]
             mids = [x for x in on if x[1] == 0]
