@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -604,10 +605,10 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     def now() -> float:
         return time.perf_counter() - t0
 
-    # Initial incumbents: warm starts (as given, and re-split) and the baseline order.
-    if options.warm_start:
+    def offer_starts(plans: Sequence[Plan]) -> None:
+        # Warm starts become incumbents as given, and re-split.
         accepted = resplit = False
-        for plan in options.warm_start:
+        for plan in plans:
             try:
                 idx = plan.gpu_indices(instance)
             except Exception:  # an unknown id: not a usable warm start
@@ -626,6 +627,10 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
                     search.offer(list(r.gpus), list(r.counts), r.objective)
         info["warm_start_accepted"] = accepted
         info["warm_start_resplit"] = resplit
+
+    # Initial incumbents: warm starts and the baseline order.
+    if options.warm_start:
+        offer_starts(options.warm_start)
     if params.baseline_incumbent:
         from geoplan.cost.baseline import metis_default_plan
 
@@ -656,15 +661,23 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
             params.parametric_share, options.remaining(), options.stopped)
         info["parametric"] = pb.summary()
         floor = max(floor, pb.floor)
-        if search.incumbent < _INF and parametric.proves(floor, search.incumbent):
-            # The bound reaches the incumbent: it is optimal, no tree needed.
-            inc = search.incumbent
-            info.update(nodes=0, leaves_priced=0, nodes_expanded=0, completed=True)
-            trace.append(TraceRow(now(), inc, min(floor, inc)))
-            cb.on_improvement(now(), inc, min(floor, inc))
-            return Outcome(search.incumbent_plan(instance), "optimal",
-                           lower_bound=min(floor, inc), model_objective=inc, trace=trace,
-                           info=info, message="the parametric bound reaches the incumbent")
+    if options.deferred_start is not None and not (
+            search.incumbent < _INF and parametric.proves(floor, search.incumbent)):
+        # The deferred warm start, once the root's plans and bound prove nothing.
+        before = search.incumbent
+        offer_starts(options.deferred_plans())
+        if search.incumbent < before:
+            trace.append(TraceRow(now(), search.incumbent, None))
+            cb.on_improvement(now(), search.incumbent, None)
+    if params.parametric and search.incumbent < _INF and parametric.proves(floor, search.incumbent):
+        # The bound reaches the incumbent: it is optimal, no tree needed.
+        inc = search.incumbent
+        info.update(nodes=0, leaves_priced=0, nodes_expanded=0, completed=True)
+        trace.append(TraceRow(now(), inc, min(floor, inc)))
+        cb.on_improvement(now(), inc, min(floor, inc))
+        return Outcome(search.incumbent_plan(instance), "optimal",
+                       lower_bound=min(floor, inc), model_objective=inc, trace=trace,
+                       info=info, message="the parametric bound reaches the incumbent")
     if options.remaining() <= 0 and search.incumbent < _INF:
         # No time left to expand the root (a large pool, or an interrupt): the incumbent,
         # with the root bound (valid for every plan), as at a time-out.
@@ -728,4 +741,5 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
 
 SPEC = SolverSpec("bnb", solve, "exact",
                   "branch-and-bound over stage sequences with exact splits", warm_start=True,
+                  defers_warm_start=True,
                   params=BnbParams)

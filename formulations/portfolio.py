@@ -1,10 +1,12 @@
-"""The ``portfolio`` solver: the memetic algorithm first, then an exact model
-warm-started from its plan, all within one budget.
+"""The ``portfolio`` solver: an exact model warm-started from the memetic
+algorithm, all within one budget.
 
-It returns the better of the two plans, the exact model's proven bound and the
-gap between them. Which exact model runs is ``params["exact"]`` (default:
-:func:`default_exact`), and the memetic share of the budget is
-``params["ma_fraction"]`` (default 0.2). ``memetic.KEY=VALUE`` and
+The memetic algorithm runs when the exact model asks for a warm start (once its own
+start plans and bound have proven nothing; before it, for a model that does not
+defer its warm start or when the portfolio is given plans). It returns the better of
+the two plans, the exact model's proven bound and the gap between them. Which exact
+model runs is ``params["exact"]`` (default: :func:`default_exact`), and the memetic
+share of the budget is ``params["ma_fraction"]`` (default 0.2). ``memetic.KEY=VALUE`` and
 ``exact.KEY=VALUE`` pass parameters to the two solvers (:class:`PortfolioParams`).
 """
 
@@ -20,7 +22,7 @@ from geoplan.solving.core import SolveOptions, get_solver
 from geoplan.solving.core import solve as run
 from geoplan.solving.params import SolverParams, param
 from geoplan.solving.registry import SolverSpec
-from geoplan.solving.result import Outcome, Status, TraceRow
+from geoplan.solving.result import Outcome, SolveResult, Status, TraceRow
 
 __all__ = ["SPEC", "PortfolioParams", "default_exact", "solve"]
 
@@ -53,7 +55,14 @@ class PortfolioParams(SolverParams):
 
 
 def solve(instance: Instance, options: SolveOptions) -> Outcome:
-    """Memetic, then the exact model from its plan; best plan and best bound."""
+    """The exact model with the memetic algorithm as its warm start; best plan and bound.
+
+    An exact model that defers its warm start (``defers_warm_start``: MILP, CP-SAT, B&B)
+    runs the memetic algorithm only once its own start plans, bound and site branching
+    have not proven optimality, so an instance it proves at once costs no memetic run
+    (``info["memetic"]["ran"]`` false). Plans given to the portfolio go to the memetic
+    run, which then runs first, as it does for an exact model that does not defer.
+    """
     params = PortfolioParams.parse(options.params)
     exact = params.exact or default_exact(instance)
     fraction = params.ma_fraction
@@ -62,7 +71,33 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     # Both inner parameter sets are checked before either solver runs.
     ma_params, _ = get_solver("memetic").parse_params(params.memetic, where="params.memetic")
     ex_params, _ = exact_spec.parse_params(params.exact_params, where="params.exact")
+    if options.warm_start or not exact_spec.defers_warm_start:
+        return _memetic_first(instance, options, exact, fraction, ma_params, ex_params)
+    ex = run(instance, exact, seed=options.seed, time_limit=options.remaining() or 1e-3,
+             threads=options.threads, gap=options.gap, warm_start="memetic",
+             warm_start_fraction=fraction, warm_start_params=ma_params, params=ex_params,
+             callbacks=options.callbacks)
+    ws = ex.info.get("warm_start", {})
+    info = {
+        "memetic": {"ran": bool(ws.get("ran")), "objective": ws.get("objective"),
+                    "wall_s": ws.get("wall_s"), "started_s": ws.get("started_s")},
+        "exact": _exact_info(exact, ex, ws.get("accepted")),
+    }
+    if ex.plan is None:
+        return Outcome(None, ex.status, lower_bound=ex.lower_bound, trace=list(ex.trace),
+                       info=info, message=ex.message)
+    return Outcome(ex.plan, ex.status, lower_bound=ex.lower_bound, trace=list(ex.trace),
+                   info=info, message=ex.message)
 
+
+def _exact_info(exact: str, ex: SolveResult, accepted: Any) -> dict[str, Any]:
+    return {"solver": exact, "objective": ex.objective, "lower_bound": ex.lower_bound,
+            "status": ex.status, "wall_s": round(ex.wall_s, 6), "warm_start_accepted": accepted}
+
+
+def _memetic_first(instance: Instance, options: SolveOptions, exact: str, fraction: float,
+                   ma_params: SolverParams, ex_params: SolverParams) -> Outcome:
+    """Memetic for ``fraction`` of the budget (from the given plans), then the exact model."""
     ma = run(
         instance,
         "memetic",
@@ -96,15 +131,9 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
 
     candidates = [res for res in (ma, ex) if res.plan is not None and res.objective is not None]
     info = {
-        "memetic": {"objective": ma.objective, "wall_s": round(ma.wall_s, 6), "status": ma.status},
-        "exact": {
-            "solver": exact,
-            "objective": ex.objective,
-            "lower_bound": ex.lower_bound,
-            "status": ex.status,
-            "wall_s": round(ex.wall_s, 6),
-            "warm_start_accepted": ex.info.get("warm_start", {}).get("accepted"),
-        },
+        "memetic": {"ran": True, "objective": ma.objective, "wall_s": round(ma.wall_s, 6),
+                    "status": ma.status},
+        "exact": _exact_info(exact, ex, ex.info.get("warm_start", {}).get("accepted")),
     }
     if options.warm_start:
         info["warm_start_accepted"] = ma.info.get("warm_start", {}).get("accepted", False)
@@ -117,5 +146,6 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
 
 
 SPEC = SolverSpec("portfolio", solve, "exact",
-                  "memetic first, then the best exact model warm-started from it",
+                  "the best exact model, warm-started from the memetic algorithm when it "
+                  "needs a plan",
                   warm_start=True, params=PortfolioParams)

@@ -42,7 +42,7 @@ from formulations import site_subsets
 from formulations.milp.cuts import cut_groups
 from formulations.milp.data import MilpData, prepare
 from formulations.milp.model import build_model
-from formulations.milp.start import best_plan, heuristic_start
+from formulations.milp.start import best_plan, deferred_start, heuristic_start
 from formulations.milp.symmetry import canonical_plan
 from formulations.milp.tolerances import HIGHS_TOLERANCES, MODEL_TOLERANCE, below_tolerance
 from formulations.milp.values import read_plan, start_values
@@ -334,6 +334,11 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
                        info=info, message="the parametric bound reaches the start plan")
     pb, best, proven = site_subsets.after_bound(
         instance, options, params, params.bound_share, pb, best, trace, info)
+    if options.deferred_start is not None and not proven:
+        # Only now that the bound and site branching prove nothing.
+        best, warm = deferred_start(instance, options, best, trace)
+        info["warm_start_accepted"] = warm is not None
+        proven = best is not None and proves(pb.value, best[1])
     if proven and best is not None:
         return Outcome(best[0], "optimal", lower_bound=min(pb.value, best[1]), trace=trace,
                        info=info, message="the parametric bound reaches the best plan (after "
@@ -385,4 +390,4 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
 
 SPEC = SolverSpec("sliced", solve, "exact",
                   "MILP per bottleneck slice, slices skipped by the parametric bound",
-                  warm_start=True, params=SlicedParams)
+                  warm_start=True, defers_warm_start=True, params=SlicedParams)

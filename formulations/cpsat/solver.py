@@ -18,7 +18,7 @@ from formulations import site_subsets
 from formulations.cpsat.build import build_model
 from formulations.cpsat.callbacks import _Recorder
 from formulations.cpsat.start import _warm_plan
-from formulations.milp.start import heuristic_start
+from formulations.milp.start import deferred_start, heuristic_start
 from formulations.site_subsets import SiteSearchParams
 from geoplan.cost import evaluate, parametric
 from geoplan.cost.parametric import DEFAULT_SHARE
@@ -65,6 +65,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     """Registered solver ``cpsat``: build, hint, solve, read the plan back."""
     params = CpsatParams.parse(options.params)
     uppers = list(options.warm_start)
+    wants_warm = bool(options.warm_start) or options.deferred_start is not None
     base: Plan | None = None
     if params.baseline_cutoff:
         from geoplan.cost.baseline import metis_default_plan
@@ -133,6 +134,33 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         hint_obj = built.add_hint(hint_plan)
     floor = -math.inf
     pre_trace: list[TraceRow] = []  # plans found before the search (site branching, subsets)
+
+    def adopt(better: tuple[Plan, float] | None, known: tuple[Plan, float] | None,
+              source: str) -> None:
+        # A better plan found before the search becomes the hint and caps the objective.
+        nonlocal hint_plan, hint_price, hint_obj, hint_covers_warm
+        if better is not None and better is not known:
+            new_plan, _ = _warm_plan(built, [better[0]])
+            if new_plan is not None:
+                hint_plan, info["hint_source"] = new_plan, source
+                hint_price = evaluate(instance, new_plan).objective
+                hint_obj = built.add_hint(new_plan)
+                built.model.add(built.objective <= hint_obj)
+        hint_covers_warm = (warm_obj is not None and hint_price is not None
+                            and hint_price <= warm_obj * (1 + 1e-12))
+
+    def hinted() -> tuple[Plan, float] | None:
+        return None if hint_plan is None or hint_price is None else (hint_plan, hint_price)
+
+    def take_warm() -> None:
+        # The deferred warm start, once the model's own plans and bound prove nothing.
+        nonlocal warm_obj
+        known = hinted()
+        better, taken = deferred_start(instance, options, known, pre_trace)
+        if taken is not None:
+            warm_obj = taken[1] if warm_obj is None else min(warm_obj, taken[1])
+        adopt(better, known, "warm_start")
+
     if params.parametric:
         priced = (_priced(instance, p) for p in uppers)
         inc = min((e.objective for e in priced if e is not None), default=None)
@@ -140,19 +168,14 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
                                        options.remaining(), options.stopped)
         floor, info["parametric"] = pb.floor, pb.summary()
         if not (hint_price is not None and parametric.proves(floor, hint_price)):
-            known = None if hint_plan is None or hint_price is None else (hint_plan, hint_price)
+            known = hinted()
             pb, better, _ = site_subsets.after_bound(
                 instance, options, params, params.parametric_share, pb, known, pre_trace, info)
             floor = pb.floor
-            if better is not None and better is not known:
-                new_plan, _ = _warm_plan(built, [better[0]])
-                if new_plan is not None:
-                    hint_plan, info["hint_source"] = new_plan, "site_search"
-                    hint_price = evaluate(instance, new_plan).objective
-                    hint_obj = built.add_hint(new_plan)
-                    built.model.add(built.objective <= hint_obj)
-                    hint_covers_warm = (warm_obj is not None
-                                        and hint_price <= warm_obj * (1 + 1e-12))
+            adopt(better, known, "site_search")
+        if options.deferred_start is not None and not (
+                hint_price is not None and parametric.proves(floor, hint_price)):
+            take_warm()  # only now that the bound and site branching prove nothing
         if math.isfinite(floor) and floor > 0:
             # The floor as a constraint: CP-SAT's own bound starts there and it stops as
             # soon as a plan reaches it. In model integers, below the floor by the rounding
@@ -164,13 +187,15 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
                 info["parametric_cut"] = lb_int
         if hint_price is not None and parametric.proves(floor, hint_price):
             # The bound reaches the hinted plan: it is optimal, no search needed.
-            if options.warm_start:
+            if wants_warm:
                 info["warm_start_accepted"] = hint_covers_warm
             lb = min(floor, hint_price)
             options.callbacks.on_improvement(options.elapsed(), hint_price, lb)
             return Outcome(hint_plan, "optimal", lower_bound=lb, info=info,
                            trace=[TraceRow(options.elapsed(), hint_price, lb)],
                            message="the parametric bound reaches the hinted plan")
+    elif options.deferred_start is not None:
+        take_warm()
 
     solver = cp_model.CpSolver()
     p = solver.parameters
@@ -216,7 +241,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     info["cpsat_status"] = solver.status_name(status)
     info["solutions"] = rec.solutions
     info["wall_s_cpsat"] = solver.wall_time
-    if options.warm_start:
+    if wants_warm:
         # Accepted: CP-SAT started from the hint, and the hint covers the warm start.
         accepted = (hint_obj is not None and rec.first_objective is not None
                     and rec.first_objective <= hint_obj and hint_covers_warm)
@@ -296,4 +321,4 @@ def _abandoned(instance: Instance, plans: Sequence[Plan], reason: str,
 
 
 SPEC = SolverSpec("cpsat", solve, "exact", "CP-SAT model in OR-Tools (integer-scaled times)",
-                  warm_start=True, params=CpsatParams)
+                  warm_start=True, defers_warm_start=True, params=CpsatParams)

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from formulations import site_subsets
 from formulations.milp.data import prepare
 from formulations.milp.model import BuildAbandoned, build_checker, build_model
-from formulations.milp.start import best_plan, heuristic_start
+from formulations.milp.start import best_plan, deferred_start, heuristic_start
 from formulations.milp.symmetry import canonical_plan
 from formulations.milp.tightening import tighten
 from formulations.milp.tolerances import (
@@ -98,6 +98,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     usable_starts = [p for p in options.warm_start if p.micro_batch_size in (None, u)]
     warm = best_plan(instance, usable_starts) if usable_starts else None
     best = warm
+    wants_warm = bool(options.warm_start) or options.deferred_start is not None
     if params.heuristic:
         best = heuristic_start(instance, usable_starts, params.heuristic_share,
                                options.remaining(), options.stopped)
@@ -159,7 +160,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
             record_bound(options, trace, None if best is None else best[1], floor)
         if best is not None and parametric.proves(floor, best[1]):
             # The bound reaches the best plan: it is optimal, no model needed.
-            if options.warm_start:
+            if wants_warm:
                 info["warm_start_accepted"] = warm is not None and best[1] <= warm[1]
             return Outcome(best[0], "optimal", lower_bound=min(floor, best[1]), trace=trace,
                            info=info, message="the parametric bound reaches the best plan")
@@ -167,7 +168,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
             instance, options, params, params.parametric_share, pb, best, trace, info)
         floor = pb.floor
         if proven and best is not None:
-            if options.warm_start:
+            if wants_warm:
                 info["warm_start_accepted"] = warm is not None and best[1] <= warm[1]
             return Outcome(best[0], "optimal", lower_bound=min(floor, best[1]),
                            trace=trace, info=info, message="the parametric bound reaches "
@@ -176,6 +177,14 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
             # objective = c_t T: the floor is a bound on T (kept below HiGHS's tolerances).
             t_floor = floor / data.c_t * (1 - 10 * MODEL_TOLERANCE)
             data = replace(data, t_lb=max(data.t_lb, t_floor), t_ub=max(data.t_ub, t_floor))
+    if options.deferred_start is not None:
+        # The deferred warm start runs only now that the start plans, the bound and site
+        # branching have proven nothing: a proof that needs none is not delayed by it.
+        best, warm = deferred_start(instance, options, best, trace)
+        if best is not None and parametric.proves(floor, best[1]):
+            info["warm_start_accepted"] = best[1] <= warm[1] if warm is not None else False
+            return Outcome(best[0], "optimal", lower_bound=min(floor, best[1]), trace=trace,
+                           info=info, message="the parametric bound reaches the warm start")
     if cuts and symmetry and params.tighten:
         budget = params.tighten_share * options.remaining()
         data, rounds = tighten(data, time.perf_counter() + budget, threads=options.threads,
@@ -291,7 +300,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         )
     if start_plan is not None:
         info["mip_start"]["accepted"] = bool(accepted)
-    if options.warm_start:
+    if wants_warm:
         # The warm start counts as accepted when HiGHS started from it or from a
         # plan at least as good.
         info["warm_start_accepted"] = bool(
@@ -361,4 +370,5 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
 
 
 SPEC = SolverSpec("milp", solve, "exact", "MILP in Pyomo solved by HiGHS", warm_start=True,
+                  defers_warm_start=True,
                   params=MilpParams)

@@ -11,13 +11,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from geoplan.cost import evaluate
 from geoplan.errors import InputError
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
+from geoplan.solving.result import TraceRow
 
-__all__ = ["best_plan", "heuristic_plans", "heuristic_start", "improve_plan"]
+if TYPE_CHECKING:
+    from geoplan.solving.core import SolveOptions
+
+__all__ = ["best_plan", "deferred_start", "heuristic_plans", "heuristic_start", "improve_plan"]
 
 
 def best_plan(instance: Instance, plans: list[Plan]) -> tuple[Plan, float] | None:
@@ -32,6 +37,26 @@ def best_plan(instance: Instance, plans: list[Plan]) -> tuple[Plan, float] | Non
         if ev.feasible and (best is None or ev.objective < best[1]):
             best = (p, ev.objective)
     return best
+
+
+def deferred_start(
+    instance: Instance, options: SolveOptions, best: tuple[Plan, float] | None,
+    trace: list[TraceRow],
+) -> tuple[tuple[Plan, float] | None, tuple[Plan, float] | None]:
+    """Run the deferred warm start (:meth:`SolveOptions.deferred_plans`): (best, warm).
+
+    ``warm`` is its best plan the model can take (the instance's micro-batch size), None
+    if there is none; ``best`` the better of that and the given ``best``. A better plan
+    enters ``trace`` and the callbacks.
+    """
+    u = instance.training.micro_batch_size
+    plans = [p for p in options.deferred_plans() if p.micro_batch_size in (None, u)]
+    warm = best_plan(instance, plans) if plans else None
+    if warm is not None and (best is None or warm[1] < best[1]):
+        best = warm
+        trace.append(TraceRow(options.elapsed(), warm[1], None))
+        options.callbacks.on_improvement(options.elapsed(), warm[1], None)
+    return best, warm
 
 
 def heuristic_plans(instance: Instance, deadline: float | None = None) -> list[Plan]:

@@ -91,6 +91,8 @@ class SolveOptions:
     0, so a solver's budget checks end it as at a time-out. ``hybrid_starts``:
     the warm starts of a hybrid-space solver, every one as a
     :class:`~geoplan.model.hybrid.HybridPlan` (pipeline plans converted).
+    ``deferred_start``: a warm-start solver not yet run, for a solver whose spec
+    ``defers_warm_start``; it runs when the solver calls :meth:`deferred_plans`.
     """
 
     seed: int
@@ -103,6 +105,7 @@ class SolveOptions:
     callbacks: Callbacks = field(default_factory=Callbacks)
     start: float = field(default_factory=time.perf_counter)
     stop: StopFlag = field(default_factory=current_stop)
+    deferred_start: DeferredStart | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
@@ -132,6 +135,36 @@ class SolveOptions:
 
     def remaining(self) -> float:
         return max(0.0, self.deadline - time.perf_counter())
+
+    def deferred_plans(self) -> tuple[Plan, ...]:
+        """The deferred warm start's plans, running it now (once); () without one.
+
+        A solver calls this once its own start plans and first bound have not proven
+        optimality, so that a proof that needs no warm start is not delayed by one.
+        """
+        return () if self.deferred_start is None else self.deferred_start.plans(self)
+
+
+@dataclass
+class DeferredStart:
+    """A warm-start solver run when the solver asks for it, at most once.
+
+    ``run`` takes the seconds it may use: ``fraction`` of the solver's budget, at most
+    what is left. ``started`` is its ``time.perf_counter()`` start, ``result`` its result.
+    """
+
+    run: Callable[[float], SolveResult]
+    fraction: float
+    started: float | None = None
+    result: SolveResult | None = None
+
+    def plans(self, options: SolveOptions) -> tuple[Plan, ...]:
+        if self.result is None:
+            self.started = time.perf_counter()
+            share = min(self.fraction * options.time_limit, options.remaining())
+            self.result = self.run(max(share, 1e-3))
+        plan = self.result.plan
+        return (plan,) if isinstance(plan, Plan) else ()
 
 
 def record_bound(options: SolveOptions, trace: list[TraceRow], incumbent: float | None,
@@ -227,11 +260,14 @@ def solve(
     (``hybrid-NAME``, hybrid-model.md) unless ``solver`` is a hybrid solver itself.
 
     ``warm_start`` is a plan, a list of plans, or the name of another solver;
-    a solver name runs that solver first for ``warm_start_fraction`` of the
-    budget (with ``warm_start_params``) and hands its plan over, all within
-    ``time_limit``. ``params`` are the solver's parameters (a mapping of
-    ``--param`` strings or values, or its parameter dataclass); they and the
-    other arguments are checked before any work starts.
+    a solver name runs that solver for ``warm_start_fraction`` of the budget (with
+    ``warm_start_params``, over its spec's ``as_warm_start`` defaults) and hands
+    its plan over, all within ``time_limit``: first, or, for a solver that
+    ``defers_warm_start``, when that solver's own quick proof attempt has failed
+    (``info["warm_start"]["deferred"]``; not at all if it never asks).
+    ``params`` are the solver's parameters (a mapping of ``--param`` strings or
+    values, or its parameter dataclass); they and the other arguments are
+    checked before any work starts.
     """
     threads = default_threads() if threads is None else threads
     SolveOptions(seed=seed, time_limit=time_limit, threads=threads, gap=gap)  # checks them
@@ -248,7 +284,10 @@ def solve(
         if warm_start == solver:
             raise InputError("warm_start", warm_start, "a solver cannot warm-start itself")
         ws_spec.load()
-        ws_typed, ws_given = ws_spec.parse_params(warm_start_params, where="warm_start_params")
+        ws_raw: Mapping[str, Any] | SolverParams | None = warm_start_params
+        if ws_spec.as_warm_start and not isinstance(ws_raw, SolverParams):
+            ws_raw = {**dict(ws_spec.as_warm_start), **(ws_raw or {})}
+        ws_typed, ws_given = ws_spec.parse_params(ws_raw, where="warm_start_params")
     elif warm_start_params:
         raise InputError("warm_start_params", dict(warm_start_params) if isinstance(
             warm_start_params, Mapping) else warm_start_params,
@@ -277,9 +316,20 @@ def solve(
 
     starts: tuple[Plan | HybridPlan, ...] = ()
     prefix: list[TraceRow] = []
-    if isinstance(warm_start, str):
-        if not 0 < warm_start_fraction < 1:
-            raise InputError("warm_start_fraction", warm_start_fraction, "must lie in (0, 1)")
+    deferred: DeferredStart | None = None
+    if isinstance(warm_start, str) and not 0 < warm_start_fraction < 1:
+        raise InputError("warm_start_fraction", warm_start_fraction, "must lie in (0, 1)")
+    if isinstance(warm_start, str) and spec.defers_warm_start and not hybrid:
+        source = warm_start
+
+        def run_source(limit: float) -> SolveResult:
+            return solve(instance, source, seed=seed, time_limit=limit, threads=threads,
+                         params=ws_typed, callbacks=None, warm_up=False)
+
+        deferred = DeferredStart(run_source, warm_start_fraction)
+        info["warm_start"] = {"source": source, **({"params": ws_given} if ws_given else {}),
+                              "deferred": True}
+    elif isinstance(warm_start, str):
         ws = solve(
             instance,
             warm_start,
@@ -307,7 +357,7 @@ def solve(
         starts = tuple(warm_start)
         info["warm_start"] = {"source": "plans", "count": len(starts)}
     best_start = _check_warm_starts(instance, spec, starts, info) \
-        if warm_start is not None else None
+        if warm_start is not None and deferred is None else None
 
     remaining = time_limit - (time.perf_counter() - start)
     options = SolveOptions(
@@ -319,6 +369,7 @@ def solve(
         hybrid_starts=tuple(as_hybrid(p) for p in starts) if hybrid else (),
         params=typed,
         callbacks=callbacks,
+        deferred_start=deferred,
     )
     callbacks.on_start(solver, instance, options)
     outcome = fn(instance, options)
@@ -333,9 +384,11 @@ def solve(
     outcome.trace = prefix + [
         TraceRow(r.seconds + offset, r.incumbent, r.bound) for r in outcome.trace
     ]
+    opening = len(prefix) if prefix else None
+    if deferred is not None:
+        best_start, opening = _deferred_outcome(instance, spec, deferred, start, outcome, info)
     if warm_start is not None:
-        outcome = _settle_warm_start(instance, spec, outcome, best_start, info,
-                                     opening=len(prefix) if prefix else None)
+        outcome = _settle_warm_start(instance, spec, outcome, best_start, info, opening)
     result = finish(instance, spec.name, outcome, wall, seed, options, info, given)
     callbacks.on_end(result)
     return result
@@ -498,13 +551,38 @@ def _check_warm_starts(instance: Instance, spec: Solver, starts: tuple[Plan | Hy
     return best
 
 
+def _deferred_outcome(instance: Instance, spec: Solver, deferred: DeferredStart, start: float,
+                      outcome: Outcome, info: dict[str, Any]
+                      ) -> tuple[tuple[Plan | HybridPlan, float] | None, int]:
+    """Record what a deferred warm start did; its best plan and the trace rows before it.
+
+    Its incumbents join the trace at the moment it ran (``outcome.trace`` counts from
+    ``start``); the rows up to them are the ones its plan cannot have improved.
+    """
+    ws = info["warm_start"]
+    res = deferred.result
+    if res is None or deferred.started is None:
+        _note(ws, f"not run: {spec.name} settled the instance before it asked for a warm start")
+        ws["ran"] = False
+        return None, len(outcome.trace)
+    at = deferred.started - start
+    ws.update(ran=True, objective=res.objective, wall_s=round(res.wall_s, 6),
+              started_s=round(at, 6))
+    rows = [TraceRow(at + r.seconds, r.incumbent, None) for r in res.trace]
+    before = [r for r in outcome.trace if r.seconds <= at]
+    outcome.trace = before + rows + outcome.trace[len(before):]
+    best = _check_warm_starts(instance, spec, () if res.plan is None else (res.plan,), info)
+    return best, len(before) + len(rows)
+
+
 def _settle_warm_start(instance: Instance, spec: Solver, outcome: Outcome,
                        best: tuple[Plan | HybridPlan, float] | None, info: dict[str, Any],
                        opening: int | None) -> Outcome:
     """Set ``accepted``; return the warm-start plan if the solver's is worse or missing.
 
-    ``opening``: how many trace rows the warm-start solver contributed (None: the warm
-    start was a plan, whose row opens the trace at 0 s if it is returned).
+    ``opening``: how many leading trace rows came before the warm start's plan was known
+    (the warm-start solver's own rows included; None: the warm start was a plan, whose
+    row opens the trace at 0 s if it is returned).
     """
     ws = info.setdefault("warm_start", {})
     used = bool(spec.warm_start and outcome.info.get("warm_start_accepted"))

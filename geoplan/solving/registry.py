@@ -87,6 +87,12 @@ class SolverSpec:
     warm_start: bool = False
     params: type[SolverParams] | None = None
     space: str = "pipeline"  # "pipeline" (GeoTrain's one-GPU stages) or "hybrid"
+    #: Whether the solver runs a warm-start solver only when it asks for it
+    #: (:meth:`SolveOptions.deferred_plans`), after its own quick proof attempt.
+    defers_warm_start: bool = False
+    #: Parameters this solver takes when it serves as another's warm start (those the
+    #: caller gives win): a warm start is a good plan soon, not the last tenth of a percent.
+    as_warm_start: tuple[tuple[str, Any], ...] = ()
 
     def spec(self) -> SolverSpec:
         return self
@@ -167,6 +173,14 @@ class SolverEntry:
     @property
     def params(self) -> type[SolverParams] | None:
         return self.spec().params
+
+    @property
+    def defers_warm_start(self) -> bool:
+        return self.spec().defers_warm_start
+
+    @property
+    def as_warm_start(self) -> tuple[tuple[str, Any], ...]:
+        return self.spec().as_warm_start
 
     @property
     def space(self) -> str:

@@ -73,6 +73,29 @@ def test_warm_against_cold_pairs_optimal_runs_only() -> None:
             _row("bnb", "i", 9, "feasible", 1.0, wall_s=9.0, warm_start="memetic")]
     ws = warm_vs_cold(rows)
     assert (ws.pairs, ws.faster, ws.slower) == (1, 1, 0) and ws.ratios == [0.5]
+    assert ws.no_later == 1 and ws.by_solver == {"milp": (1, 1)}
+    assert (ws.warm_runs, ws.ma_ran) == (2, 2)  # rows without the "ran" record ran
+
+
+def test_no_later_allows_the_timing_noise_and_counts_skipped_warm_starts() -> None:
+    from bench.report.text import NOISE_REL, NOISE_S
+
+    skipped = {"warm_start": {"deferred": True, "ran": False}}
+    ran = {"warm_start": {"deferred": True, "ran": True}}
+    rows = [_row("milp", "a", 9, "optimal", 1.0, wall_s=0.05),  # within NOISE_S
+            _row("milp", "a", 9, "optimal", 1.0, wall_s=0.05 + 0.9 * NOISE_S,
+                 warm_start="memetic", info=skipped),
+            _row("milp", "b", 9, "optimal", 1.0, wall_s=10.0),  # within NOISE_REL
+            _row("milp", "b", 9, "optimal", 1.0, wall_s=10.0 * (1 + 0.9 * NOISE_REL),
+                 warm_start="memetic", info=ran),
+            _row("cpsat", "b", 9, "optimal", 1.0, wall_s=10.0),  # beyond both
+            _row("cpsat", "b", 9, "optimal", 1.0, wall_s=10.0 * (1 + 1.1 * NOISE_REL),
+                 warm_start="memetic", info=ran)]
+    ws = warm_vs_cold(rows)
+    assert (ws.pairs, ws.no_later, ws.faster, ws.slower) == (3, 2, 0, 3)
+    assert ws.by_solver == {"milp": (2, 2), "cpsat": (0, 1)}
+    assert (ws.warm_runs, ws.ma_ran) == (3, 2)
+    assert "no later than the cold one in 2 (milp 2 of 2, cpsat 0 of 1;" in ws.sentence()
 
 
 def test_reproduce_commands_follow_the_recorded_sources(tmp_path: Path) -> None:

@@ -264,3 +264,80 @@ def test_solve_help_lists_the_solvers_and_warm_starts(
         assert f"\n  {name} " in out
     assert "(warm start)" in out and "geoplan solvers" in out and "docs/solvers.md" in out
     assert "the better of their plan" in " ".join(out.split())
+
+
+# ---------------------------------------------------------------- deferred warm starts
+#
+# An exact solver that ``defers_warm_start`` runs a warm-start solver only when it asks
+# (options.deferred_plans), after its own quick proof attempt: a proof that needs no
+# warm start is not delayed by one.
+
+
+def deferring(monkeypatch: pytest.MonkeyPatch, asks: int) -> tuple[str, list[tuple[Plan, ...]]]:
+    """Register a deferring solver that asks ``asks`` times and returns the plan it got."""
+    got: list[tuple[Plan, ...]] = []
+
+    def run(instance: Instance, options: Any) -> Outcome:
+        for _ in range(asks):
+            got.append(options.deferred_plans())
+        plan = got[-1][0] if got and got[-1] else WORSE
+        return Outcome(plan, "feasible", trace=[TraceRow(options.elapsed(), value(
+            instance, plan), None)], info={"warm_start_accepted": bool(got and got[-1])})
+
+    monkeypatch.setitem(core._REGISTRY, "ws-test-defer", SolverSpec(
+        "ws-test-defer", run, "exact", "a test double", True, defers_warm_start=True))
+    return "ws-test-defer", got
+
+
+def test_a_deferred_warm_start_not_asked_for_never_runs(
+        three_gpu: Instance, monkeypatch: pytest.MonkeyPatch) -> None:
+    name, got = deferring(monkeypatch, asks=0)
+    res = solve(three_gpu, name, seed=0, time_limit=GENEROUS, warm_start="memetic",
+                warm_start_params=STOPS["memetic"])
+    ws = res.info["warm_start"]
+    assert got == [] and ws["deferred"] is True and ws["ran"] is False
+    assert ws["accepted"] is False and "not run" in ws["note"]
+    assert res.plan == WORSE  # nothing to compare with: the solver's own plan
+
+
+def test_a_deferred_warm_start_runs_once_when_asked(
+        three_gpu: Instance, monkeypatch: pytest.MonkeyPatch) -> None:
+    name, got = deferring(monkeypatch, asks=2)
+    res = solve(three_gpu, name, seed=0, time_limit=GENEROUS, warm_start="memetic",
+                warm_start_params=STOPS["memetic"])
+    ws = res.info["warm_start"]
+    assert len(got) == 2 and got[0] == got[1] and len(got[0]) == 1  # one run, one plan
+    assert ws["ran"] is True and ws["accepted"] is True
+    assert ws["objective"] == pytest.approx(value(three_gpu, got[0][0]))
+    assert 0 <= ws["started_s"] <= res.wall_s
+    # As a warm start the MA makes one run (its spec's as_warm_start), the caller's
+    # parameters on top.
+    assert ws["params"]["stop"] == "paper" and ws["params"]["population"] == 20
+    secs = [r.seconds for r in res.trace]
+    assert secs == sorted(secs)
+    check_trace(res)
+
+
+@pytest.mark.parametrize("solver", ["milp", "cpsat", "bnb", "sliced"])
+def test_an_exact_solver_that_proves_at_once_skips_the_warm_start(
+        three_gpu: Instance, solver: str) -> None:
+    cold = solve(three_gpu, solver, seed=0, time_limit=GENEROUS, threads=1)
+    res = solve(three_gpu, solver, seed=0, time_limit=GENEROUS, threads=1,
+                warm_start="memetic", warm_start_params=STOPS["memetic"])
+    assert cold.status == res.status == "optimal"
+    assert res.objective == pytest.approx(cold.objective)
+    assert res.info["warm_start"]["ran"] is False
+
+
+@pytest.mark.parametrize("solver", ["milp", "cpsat", "bnb"])
+def test_an_exact_solver_asks_for_the_warm_start_when_its_bound_falls_short(
+        three_gpu: Instance, solver: str) -> None:
+    # Without the parametric bound (and B&B's root bound, here short of the optimum) the
+    # quick proof fails, so the warm start runs and is used.
+    res = solve(three_gpu, solver, seed=0, time_limit=GENEROUS, threads=1,
+                warm_start="memetic", warm_start_params=STOPS["memetic"],
+                params={"parametric": False})
+    ws = res.info["warm_start"]
+    assert res.status == "optimal" and ws["ran"] is True and ws["accepted"] is True
+    assert res.objective <= ws["objective"] * (1 + 1e-9)
+    check_trace(res)
