@@ -46,7 +46,7 @@ from geoplan.cost.parametric import DEFAULT_SHARE
 from geoplan.cost.split import Splitter, link_floors, prefix_bound, split_sequence
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
-from geoplan.solving.core import SolveOptions
+from geoplan.solving.core import SolveOptions, record_bound
 from geoplan.solving.params import SolverParams, param
 from geoplan.solving.registry import SolverSpec
 from geoplan.solving.result import Outcome, Status, TraceRow
@@ -656,9 +656,10 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     floor = root_bound(sp, bounds.clusters(instance))
     info["root_bound"] = floor
     if params.parametric:
+        known = search.incumbent if search.incumbent < _INF else None
         pb = parametric.instance_bound(
-            instance, search.incumbent if search.incumbent < _INF else None,
-            params.parametric_share, options.remaining(), options.stopped)
+            instance, known, params.parametric_share, options.remaining(), options.stopped,
+            lambda b: record_bound(options, trace, known, max(b, floor)))
         info["parametric"] = pb.summary()
         floor = max(floor, pb.floor)
     if options.deferred_start is not None and not (

@@ -320,8 +320,9 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     if best is not None:
         trace.append(TraceRow(options.elapsed(), best[1], None))
         options.callbacks.on_improvement(options.elapsed(), best[1], None)
-    pb = instance_bound(instance, None if best is None else best[1], params.bound_share,
-                        options.remaining(), options.stopped)
+    inc = None if best is None else best[1]
+    pb = instance_bound(instance, inc, params.bound_share, options.remaining(), options.stopped,
+                        lambda b: record_bound(options, trace, inc, b))
     info["parametric"] = pb.summary()
     if math.isfinite(pb.value):
         record_bound(options, trace, None if best is None else best[1], pb.value)

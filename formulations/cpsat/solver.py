@@ -25,7 +25,7 @@ from geoplan.cost.parametric import DEFAULT_SHARE
 from geoplan.errors import InputError, SolverError
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
-from geoplan.solving.core import SolveOptions
+from geoplan.solving.core import SolveOptions, record_bound
 from geoplan.solving.params import param
 from geoplan.solving.registry import SolverSpec
 from geoplan.solving.result import Outcome, TraceRow
@@ -165,7 +165,8 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         priced = (_priced(instance, p) for p in uppers)
         inc = min((e.objective for e in priced if e is not None), default=None)
         pb = parametric.instance_bound(instance, inc, params.parametric_share,
-                                       options.remaining(), options.stopped)
+                                       options.remaining(), options.stopped,
+                                       lambda b: record_bound(options, pre_trace, inc, b))
         floor, info["parametric"] = pb.floor, pb.summary()
         if not (hint_price is not None and parametric.proves(floor, hint_price)):
             known = hinted()
@@ -192,7 +193,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
             lb = min(floor, hint_price)
             options.callbacks.on_improvement(options.elapsed(), hint_price, lb)
             return Outcome(hint_plan, "optimal", lower_bound=lb, info=info,
-                           trace=[TraceRow(options.elapsed(), hint_price, lb)],
+                           trace=[*pre_trace, TraceRow(options.elapsed(), hint_price, lb)],
                            message="the parametric bound reaches the hinted plan")
     elif options.deferred_start is not None:
         take_warm()

@@ -152,9 +152,10 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         )
     info["tmax_lb"] = {"initial": data.tmax_lb}
     if params.parametric:
-        pb = parametric.instance_bound(instance, None if best is None else best[1],
-                                       params.parametric_share, options.remaining(),
-                                       options.stopped)
+        inc = None if best is None else best[1]
+        pb = parametric.instance_bound(instance, inc, params.parametric_share,
+                                       options.remaining(), options.stopped,
+                                       lambda b: record_bound(options, trace, inc, b))
         floor, info["parametric"] = pb.floor, pb.summary()
         if math.isfinite(floor):
             record_bound(options, trace, None if best is None else best[1], floor)

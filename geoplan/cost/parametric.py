@@ -120,9 +120,9 @@ from geoplan.cost.weights import ObjectiveWeights
 if TYPE_CHECKING:
     from geoplan.model.instance import Instance
 
-__all__ = ["DEFAULT_SHARE", "PROOF_TOLERANCE", "START_STALL", "Box", "BoxTables", "ParametricBound",
-           "box_tables", "instance_bound", "parametric_bound", "path_plan", "proves",
-           "refine_by_sites", "role_prices"]
+__all__ = ["DEFAULT_SHARE", "PROGRESS_S", "PROOF_TOLERANCE", "START_STALL", "Box", "BoxTables",
+           "ParametricBound", "box_tables", "instance_bound", "parametric_bound", "path_plan",
+           "proves", "refine_by_sites", "role_prices"]
 
 _INF = math.inf
 #: A plan whose objective is within this relative distance above a proven bound counts as
@@ -134,6 +134,8 @@ PROOF_TOLERANCE = 1e-9
 #: plan: metro N=128 L=96 lambda 0.5, instance seed 53, MILP 120 s: 2.41 % at 0.3 (the
 #: bound cut at 34 s), 0.70 % at 0.6 (it ends at 52 s), the same plan both times.
 DEFAULT_SHARE = 0.6
+#: Seconds between two progress reports of a search (``parametric_bound(progress=...)``).
+PROGRESS_S = 1.0
 _CAP_TOL = 1e-12
 #: Boxes narrower than this (relative Z width) are not split further; the finer one
 #: only once the box's bound is within _NEAR of the incumbent, where the last digits
@@ -1068,6 +1070,7 @@ def parametric_bound(
     start: tuple[Box, ...] | None = None,
     tables: BoxTables | None = None,
     start_stall: int = START_STALL,
+    progress: Callable[[float], None] | None = None,
 ) -> ParametricBound:
     """The best-first box search of the module docstring; a proven bound on ``a T + b E``.
 
@@ -1095,8 +1098,11 @@ def parametric_bound(
     starts from them instead of from the whole range, each priced once it comes up.
     ``tables``: the pool's :func:`box_tables`, when already known. ``start_stall``: the
     stalled splits a start box counts as made (fewer: its Z range is split further).
-    Within :data:`_NEAR_STALL` of the incumbent stalled boxes are split all the same
-    (at most :data:`_NEAR_SPLITS`): a proof is at stake there.
+    ``progress(bound)``: called with the bound proven so far (the least open box, at most
+    the incumbent) when it has risen, at most every :data:`PROGRESS_S` seconds, so that a
+    long search certifies a gap before it ends. Within :data:`_NEAR_STALL` of the
+    incumbent stalled boxes are split all the same (at most :data:`_NEAR_SPLITS`): a proof
+    is at stake there.
     """
     t0 = time.perf_counter()
     bx = _Boxes(c, layers, cluster, weights, tables)
@@ -1186,10 +1192,19 @@ def parametric_bound(
     tunes = 0 if not tune_transitions or bx.n_sites < 2 or bx.site_pow[-1] == 0 else _TUNE_ROUNDS
     q_splits = 0  # Q splits of stalled boxes so far
     near_splits = 0  # stalled boxes near the incumbent split all the same
+    reported, next_report = -_INF, t0 + PROGRESS_S
     while heap:
         if (deadline is not None and time.perf_counter() >= deadline) or (
                 max_boxes is not None and n_boxes >= max_boxes) or (stop is not None and stop()):
             break
+        if progress is not None and time.perf_counter() >= next_report:
+            # Every box is a valid bound on its plans and children never fall below their
+            # parent, so the least one bounds every plan not yet closed by the incumbent.
+            low = min(heap[0][0], ub)
+            if low > reported:
+                reported = low
+                progress(low)
+            next_report = time.perf_counter() + PROGRESS_S
         v, _, qa, qb, za, zb, cases, stall, ver = heap[0]
         if ver == _PENDING:
             heapq.heappop(heap)
@@ -1312,13 +1327,14 @@ def proves(bound: float, objective: float) -> bool:
 
 
 def instance_bound(instance: Instance, incumbent: float | None, share: float, remaining: float,
-                   stop: Callable[[], bool] | None = None) -> ParametricBound:
+                   stop: Callable[[], bool] | None = None,
+                   progress: Callable[[float], None] | None = None) -> ParametricBound:
     """:func:`parametric_bound` of an instance (normalisers resolved) within ``share`` of
-    ``remaining`` seconds."""
+    ``remaining`` seconds (``progress``: as there)."""
     deadline = time.perf_counter() + share * remaining if math.isfinite(remaining) else None
     return parametric_bound(instance.coefficients(), instance.layers, bounds.clusters(instance),
                             ObjectiveWeights.from_instance(instance), incumbent=incumbent,
-                            deadline=deadline, stop=stop)
+                            deadline=deadline, stop=stop, progress=progress)
 
 
 def refine_by_sites(instance: Instance, pb: ParametricBound, incumbent: float | None,

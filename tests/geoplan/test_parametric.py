@@ -330,3 +330,22 @@ def test_shared_box_tables_give_the_same_search() -> None:
     assert res.status == "optimal" and res.objective is not None
     again = parametric_bound(*args, start=own.open_boxes, start_stall=0)
     assert own.value <= again.value <= res.objective * (1 + 1e-12)
+
+
+def test_progress_reports_rising_proven_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each progress report is a bound already proven: never above the final value (the
+    search only raises it) nor the incumbent, and they rise. PROGRESS_S = 0 reports
+    whenever the bound rose, so the test depends on box counts, not on time."""
+    monkeypatch.setattr(parametric, "PROGRESS_S", 0.0)
+    inst = Instance.from_dict(generators.by_family("metro", 12, 12, 5, lam=0.5))
+    ev = Evaluator(inst)
+    res = solve(inst, "bnb", seed=1, time_limit=600, threads=1)
+    assert res.status == "optimal"
+    args = (inst.coefficients(), inst.layers, bounds.clusters(inst), ev.weights)
+    seen: list[float] = []
+    pb = parametric_bound(*args, incumbent=res.objective, max_boxes=200, progress=seen.append)
+    quiet = parametric_bound(*args, incumbent=res.objective, max_boxes=200)
+    assert pb.value == quiet.value and pb.boxes == quiet.boxes  # reports change nothing
+    assert len(seen) >= 2
+    assert all(b < a for a, b in zip(seen[1:], seen[:-1], strict=True))
+    assert seen[-1] <= pb.value <= res.objective * (1 + 1e-12)
