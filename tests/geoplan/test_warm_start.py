@@ -273,8 +273,10 @@ def test_solve_help_lists_the_solvers_and_warm_starts(
 # warm start is not delayed by one.
 
 
-def deferring(monkeypatch: pytest.MonkeyPatch, asks: int) -> tuple[str, list[tuple[Plan, ...]]]:
-    """Register a deferring solver that asks ``asks`` times and returns the plan it got."""
+def deferring(monkeypatch: pytest.MonkeyPatch, instance: Instance, asks: int
+              ) -> tuple[Any, list[tuple[Plan, ...]]]:
+    """Solve with a deferring solver (registered for one test) that asks ``asks`` times
+    for the memetic warm start and returns the plan it got; the result and what it got."""
     got: list[tuple[Plan, ...]] = []
 
     def run(instance: Instance, options: Any) -> Outcome:
@@ -286,14 +288,14 @@ def deferring(monkeypatch: pytest.MonkeyPatch, asks: int) -> tuple[str, list[tup
 
     monkeypatch.setitem(core._REGISTRY, "ws-test-defer", SolverSpec(
         "ws-test-defer", run, "exact", "a test double", True, defers_warm_start=True))
-    return "ws-test-defer", got
+    res = solve(instance, "ws-test-defer", seed=0, time_limit=GENEROUS, warm_start="memetic",
+                warm_start_params=STOPS["memetic"])
+    return res, got
 
 
 def test_a_deferred_warm_start_not_asked_for_never_runs(
         three_gpu: Instance, monkeypatch: pytest.MonkeyPatch) -> None:
-    name, got = deferring(monkeypatch, asks=0)
-    res = solve(three_gpu, name, seed=0, time_limit=GENEROUS, warm_start="memetic",
-                warm_start_params=STOPS["memetic"])
+    res, got = deferring(monkeypatch, three_gpu, asks=0)
     ws = res.info["warm_start"]
     assert got == [] and ws["deferred"] is True and ws["ran"] is False
     assert ws["accepted"] is False and "not run" in ws["note"]
@@ -302,9 +304,7 @@ def test_a_deferred_warm_start_not_asked_for_never_runs(
 
 def test_a_deferred_warm_start_runs_once_when_asked(
         three_gpu: Instance, monkeypatch: pytest.MonkeyPatch) -> None:
-    name, got = deferring(monkeypatch, asks=2)
-    res = solve(three_gpu, name, seed=0, time_limit=GENEROUS, warm_start="memetic",
-                warm_start_params=STOPS["memetic"])
+    res, got = deferring(monkeypatch, three_gpu, asks=2)
     ws = res.info["warm_start"]
     assert len(got) == 2 and got[0] == got[1] and len(got[0]) == 1  # one run, one plan
     assert ws["ran"] is True and ws["accepted"] is True
