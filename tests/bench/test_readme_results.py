@@ -68,6 +68,14 @@ def test_every_number_in_the_section_comes_from_the_facts(section: str,
 
 
 def test_portfolio_against_the_best_exact_method(rows: list[dict], section: str) -> None:
+    rerun = readme.PORTFOLIO / "results.jsonl"
+    if rerun.exists():  # the section quotes the portfolio's re-run of the sweep
+        by_key = {}
+        for line in rerun.read_text().splitlines():
+            if line.strip():
+                r = json.loads(line)
+                by_key[r["run_key"]] = r
+        rows = list(by_key.values())
     cells: dict[tuple[str, float], dict[str, float | None]] = defaultdict(dict)
     for r in rows:
         if r["experiment"] != "anytime":
@@ -83,11 +91,12 @@ def test_portfolio_against_the_best_exact_method(rows: list[dict], section: str)
     judged = {k: v for k, v in cells.items() if v.get("exact") is not None}
     worse = [k for k, v in judged.items()
              if v.get("portfolio") is None or v["portfolio"] > v["exact"] * (1 + 1e-6)]
-    assert len(judged) == 48 and len(worse) == 17  # the count, from the data
     text = _plain(section)
     assert f"in {len(judged) - len(worse)} of {len(judged)} instance-by-budget cells" in text
     assert f"worse in {len(worse)}" in text
-    assert "metro-n64-l32-s0 at 1 s, 353.9 vs B&B 332.5 ms" in text
+    if not rerun.exists():
+        assert len(judged) == 48 and len(worse) == 17  # the count, from the data
+        assert "metro-n64-l32-s0 at 1 s, 353.9 vs B&B 332.5 ms" in text
     assert "at every budget" not in text
 
 
@@ -155,7 +164,8 @@ def test_check_command(capsys: pytest.CaptureFixture, tmp_path: Path,
                        monkeypatch: pytest.MonkeyPatch) -> None:
     assert readme.main(["--check"]) == 0
     stale = tmp_path / "README.md"
-    stale.write_text(readme.README.read_text().replace("worse in 17", "worse in 0"))
+    text = readme.README.read_text()
+    stale.write_text(text.replace(readme.END, "- a claim typed in by hand\n" + readme.END))
     monkeypatch.setattr(readme, "README", stale)
     assert readme.main(["--check"]) == 1
     assert readme.update(stale) and readme.main(["--check"]) == 0
