@@ -26,6 +26,7 @@ __all__ = [
     "REL_TOL",
     "PortfolioComparison",
     "WarmStartComparison",
+    "portfolio_vs_components",
     "portfolio_vs_exact",
     "proofs_summary",
     "reproduce_commands",
@@ -100,7 +101,10 @@ def portfolio_vs_exact(rows: Sequence[Row], portfolio: str = "portfolio"
                                                         strict=True)) if k in cells.index])
     worse = cells["portfolio"].isna() | (cells["portfolio"] > cells["exact"] * (1 + REL_TOL))
     better = cells["portfolio"] < cells["exact"] * (1 - REL_TOL)
-    failed = cells[worse].assign(excess=(cells["portfolio"] - cells["exact"]) / cells["exact"])
+    # From the selected rows only: assigning a full-length column to an empty frame
+    # would give it every row back (pandas takes the column's index).
+    sub = cells[worse]
+    failed = sub.assign(excess=(sub["portfolio"] - sub["exact"]) / sub["exact"])
     failed = failed.sort_values("excess", ascending=False, na_position="first")
     out = [{"instance": i, "budget_s": float(b), "exact": float(r["exact"]), "by": r["by"],
             "portfolio": None if pd.isna(r["portfolio"]) else float(r["portfolio"])}
@@ -113,6 +117,46 @@ def portfolio_vs_exact(rows: Sequence[Row], portfolio: str = "portfolio"
 #: shared 2-core machine; a run that did the cold run's work exactly differs by this).
 NOISE_S = 0.1
 NOISE_REL = 0.1
+
+
+def portfolio_vs_components(rows: Sequence[Row], exact: str = "milp",
+                            portfolio: str = "portfolio", heuristic: str = "memetic"
+                            ) -> dict[str, Any]:
+    """The portfolio against its two components run alone, cell by (instance, budget) cell.
+
+    ``plan_cells``/``plan_held``: cells where ``heuristic`` alone has a plan, and those
+    where the portfolio's plan is at least as good (:data:`REL_TOL`), ``plan_failed`` the
+    others; ``bound_cells``/``bound_held``/``bound_failed``: the same for the proven bound
+    against ``exact`` alone (a missing portfolio bound counts as worse).
+    """
+    cells: dict[tuple[str, float], dict[str, Row]] = {}
+    for r in rows:
+        cells.setdefault((r["instance"], float(r["budget_s"])), {})[r["solver"]] = r
+    out: dict[str, Any] = {"plan_cells": 0, "plan_held": 0, "plan_failed": [],
+                           "bound_cells": 0, "bound_held": 0, "bound_failed": []}
+    for (inst, budget), c in cells.items():
+        mine = c.get(portfolio)
+        if mine is None:
+            continue
+        mo = mine.get("objective") if mine.get("status") in ("optimal", "feasible") else None
+        alone = c.get(heuristic)
+        if alone is not None and alone.get("status") in ("optimal", "feasible"):
+            out["plan_cells"] += 1
+            if mo is not None and mo <= alone["objective"] * (1 + REL_TOL):
+                out["plan_held"] += 1
+            else:
+                out["plan_failed"].append({"instance": inst, "budget_s": budget,
+                                           "portfolio": mo, "alone": alone["objective"]})
+        ex = c.get(exact)
+        if ex is not None and ex.get("lower_bound") is not None:
+            out["bound_cells"] += 1
+            lb = mine.get("lower_bound")
+            if lb is not None and lb >= ex["lower_bound"] * (1 - REL_TOL):
+                out["bound_held"] += 1
+            else:
+                out["bound_failed"].append({"instance": inst, "budget_s": budget,
+                                            "portfolio": lb, "alone": ex["lower_bound"]})
+    return out
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,15 @@ def test_portfolio_comparison_counts_cells_and_names_the_failures() -> None:
     assert portfolio_vs_exact([r for r in rows if r["solver"] != "portfolio"]) is None
 
 
+def test_a_portfolio_never_worse_has_no_failed_cells() -> None:
+    rows = [_row("portfolio", "i1", 1, "optimal", 100.0), _row("bnb", "i1", 1, "optimal", 100.0),
+            _row("portfolio", "i2", 1, "feasible", 90.0), _row("milp", "i2", 1, "feasible", 95.0)]
+    cmp = portfolio_vs_exact(rows)
+    assert cmp is not None
+    assert (cmp.cells, cmp.held, cmp.better, cmp.failed) == (2, 2, 1, [])
+    assert "worse" not in cmp.sentence()
+
+
 def test_warm_against_cold_pairs_optimal_runs_only() -> None:
     rows = [_row("milp", "i", 9, "optimal", 1.0, wall_s=2.0),
             _row("milp", "i", 9, "optimal", 1.0, wall_s=1.0, warm_start="memetic"),
