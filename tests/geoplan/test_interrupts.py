@@ -93,11 +93,14 @@ def test_sigterm_is_handled_as_sigint(solver: str, instance_file: Path, tmp_path
 
 def test_portfolio_keeps_the_memetic_plan_when_its_exact_phase_is_interrupted(
         instance_file: Path, tmp_path: Path) -> None:
-    # A memetic phase of 3 improvements at most, then the milp phase is interrupted.
+    # Without its parametric bound the milp asks for the memetic plan before its model
+    # (a memetic phase of 3 improvements at most); then the milp phase is interrupted.
     proc, out, result = _run(instance_file, "portfolio", 4, tmp_path,
                              extra=("--param", "memetic.max_generations=1",
-                                    "--param", "exact=milp"))
+                                    "--param", "exact=milp",
+                                    "--param", "exact.parametric=false"))
     d = _check(proc, out, result, bound=False)
+    assert d["info"]["memetic"]["ran"] is True
     assert d["objective"] <= d["info"]["memetic"]["objective"] * (1 + 1e-12)
 
 
