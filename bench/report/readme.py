@@ -403,8 +403,7 @@ def results_section(results: str | Path = RESULTS, f: Mapping[str, Any] | None =
             + (f" (not in {cells(pc['plan_failed'])})" if pc["plan_failed"] else "")
             + f", and its bound at least the MILP's in {pc['bound_held']} of "
             f"{pc['bound_cells']}"
-            + (f" (not in {cells(pc['bound_failed'])}, where the portfolio's exact model had "
-               "less of the budget)" if pc["bound_failed"] else "") + ".")
+            + (f" (not in {cells(pc['bound_failed'])})" if pc["bound_failed"] else "") + ".")
     proven_all = ("every one of the" if f["ws_proven"] == f["ws_instances"]
                   else f"{f['ws_proven']} of the")
     lines = [
