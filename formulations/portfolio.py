@@ -83,9 +83,6 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
                     "wall_s": ws.get("wall_s"), "started_s": ws.get("started_s")},
         "exact": _exact_info(exact, ex, ws.get("accepted")),
     }
-    if ex.plan is None:
-        return Outcome(None, ex.status, lower_bound=ex.lower_bound, trace=list(ex.trace),
-                       info=info, message=ex.message)
     return Outcome(ex.plan, ex.status, lower_bound=ex.lower_bound, trace=list(ex.trace),
                    info=info, message=ex.message)
 
