@@ -176,6 +176,11 @@ _WALK_SITES = 8
 #: Open boxes whose minimisers' sites are read for :attr:`ParametricBound.site_sets`
 #: (one once the deadline is past).
 _HINT_BOXES = 4
+#: At most this many tangent intersections per stage-count multiplier search
+#: (:meth:`_Boxes._lagrange`), and the relative distance to the cutting-plane top at
+#: which it stops.
+_MU_ITERS = 8
+_MU_TOL = 1e-9
 #: The price version of a start box not yet evaluated.
 _PENDING = -1
 
@@ -780,6 +785,12 @@ class _Boxes:
                                                                   0.0)
         self.idle_scale = float(np.median(self.idle))
         self.dp_calls = 0
+        #: :meth:`_lagrange` results of the stage-time and idle-power bounds (their DPs
+        #: depend on the box's Q range and zb only, not za: a Z split's upper part would
+        #: repeat its parent's), by (arguments, price version); with the minimiser's mask
+        #: code and DP arguments, which :meth:`minimiser` and the tuning read.
+        self._memo: dict[tuple[Any, ...], tuple[float, int, tuple[Any, ...]]] = {}
+        self.price_version = 0  # bumped whenever the cost prices change
         self.last_dp: tuple[int, float, float, float, float, float, int] = (1, 0.0, 1.0, 0.0,
                                                                            0.0, 0.0, 0)
 
@@ -846,6 +857,7 @@ class _Boxes:
             self.tx = start
 
         def apply(x: np.ndarray) -> None:
+            self.price_version += 1
             if walk:
                 assert st.floor_prices is not None
                 self.cost_prices = self._restricted(st.floor_prices)
@@ -900,6 +912,7 @@ class _Boxes:
                 radius *= 0.5
         gained = math.isfinite(v0) and best_v > v0 + _KELLEY_TOL * max(abs(v0), 1.0)
         self.cost_prices, self.site_price = saved
+        self.price_version += 1
         if gained:
             self.tx = best_x
             apply(best_x)
@@ -968,41 +981,71 @@ class _Boxes:
 
     def _lagrange(self, qa: int, qb: int, z_hi: float, ws: float, wp: float, wd: float,
                   scale: float, case: int) -> float:
-        """max over mu of V(mu) - mu (qb if mu >= 0 else qa): a bound for k in [qa, qb]."""
+        """:meth:`_search_mu`, remembered for the stage-time and idle-power bounds."""
+        if wd != 0.0:
+            return self._search_mu(qa, qb, z_hi, ws, wp, wd, scale, case)
+        key = (qa, qb, z_hi, ws, wp, case, self.price_version)
+        hit = self._memo.get(key)
+        if hit is None:
+            v = self._search_mu(qa, qb, z_hi, ws, wp, wd, scale, case)
+            hit = self._memo[key] = (v, self.code, self.last_dp)
+        self.code, self.last_dp = hit[1], hit[2]
+        return hit[0]
+
+    def _search_mu(self, qa: int, qb: int, z_hi: float, ws: float, wp: float, wd: float,
+                   scale: float, case: int) -> float:
+        """max over mu of g(mu) = V(mu) - mu (qb if mu >= 0 else qa): a bound for k in
+        [qa, qb]. g is concave and piecewise linear; each DP gives a tangent line of
+        slope k - q at its mu, so once two tangents of opposite slopes bracket the
+        maximum, the DP at their intersection either reaches it (the cutting-plane top)
+        or gives a tangent that replaces one side (at most :data:`_MU_ITERS` times)."""
         v, k, self.code = self._dp(qa, z_hi, ws, wp, wd, 0.0, case)
         if not math.isfinite(v) or qa <= k <= qb:
             return v
         best = v
+        q = qb if k > qb else qa
         sign = 1.0 if k > qb else -1.0
 
         def val(mu: float) -> tuple[float, int]:
             vv, kk, code = self._dp(qa, z_hi, ws, wp, wd, mu, case)
-            lv = vv - mu * (qb if mu >= 0 else qa)
+            lv = vv - mu * q
             if lv > best:
                 self.code = code
             return lv, kk
 
-        lo, hi = 0.0, None
+        # Tangents (mu, g(mu), slope): ``near`` rises towards the maximum, ``far`` falls.
+        near: tuple[float, float, int] = (0.0, v, k - q)
+        far: tuple[float, float, int] | None = None
         step = scale
         for _ in range(6):
-            lv, kk = val(sign * step)
+            mu = sign * step
+            lv, kk = val(mu)
+            if not math.isfinite(lv):
+                return best
+            best = max(best, lv)
+            if kk == q:  # a zero supergradient: the maximum
+                return best
+            if (kk - q) * sign < 0:
+                far = (mu, lv, kk - q)
+                break
+            near, step = (mu, lv, kk - q), step * 4
+        if far is None:
+            return best
+        for _ in range(_MU_ITERS):
+            (mn, gn, sn), (mf, gf, sf) = near, far
+            x = (gf - gn + sn * mn - sf * mf) / (sn - sf)
+            x = min(max(x, min(mn, mf)), max(mn, mf))
+            top = gn + sn * (x - mn)  # no mu does better than the two tangents allow
+            lv, kk = val(x)
             if not math.isfinite(lv):
                 break
             best = max(best, lv)
-            if (sign > 0 and kk <= qb) or (sign < 0 and kk >= qa):
-                hi = step
+            if kk == q or lv >= top - _MU_TOL * max(abs(top), 1.0):
                 break
-            lo, step = step, step * 4
-        if hi is None:
-            return best
-        for _ in range(5):
-            m = 0.5 * (lo + hi)
-            lv, kk = val(sign * m)
-            best = max(best, lv)
-            if (sign > 0 and kk <= qb) or (sign < 0 and kk >= qa):
-                hi = m
+            if (kk - q) * sign > 0:
+                near = (x, lv, kk - q)
             else:
-                lo = m
+                far = (x, lv, kk - q)
         return best
 
     def evaluate(self, qa: int, qb: int, za: float, zb: float,

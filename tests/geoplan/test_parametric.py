@@ -349,3 +349,45 @@ def test_progress_reports_rising_proven_bounds(monkeypatch: pytest.MonkeyPatch) 
     assert len(seen) >= 2
     assert all(b < a for a, b in zip(seen[1:], seen[:-1], strict=True))
     assert seen[-1] <= pb.value <= res.objective * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_stage_count_multiplier_search_reaches_the_dual_maximum(seed: int) -> None:
+    # g(mu) = V(mu) - mu q is concave; the tangent search must end within its tolerance
+    # of the best of a fine grid of multipliers, and (each value being some g(mu)) never
+    # above the grid's envelope by more than rounding.
+    inst = Instance.from_dict(generators.by_family("metro", 10, 12, seed, lam=0.5))
+    ev = Evaluator(inst)
+    bx = parametric._Boxes(inst.coefficients(), inst.layers, bounds.clusters(inst), ev.weights)
+    z = bx.z_worst
+    searched = 0
+    for qa, qb in ((1, 2), (4, 5), (8, 10)):
+        for case in (0, 1):
+            before = bx.dp_calls
+            got = bx._search_mu(qa, qb, z, 1.0, 0.0, 0.0, bx.mu_scale, case)
+            searched += bx.dp_calls - before > 1
+            if not math.isfinite(got):
+                continue
+            grid = []
+            for mu in np.linspace(-20 * bx.mu_scale, 20 * bx.mu_scale, 801):
+                v, _, _ = bx._dp(qa, z, 1.0, 0.0, 0.0, float(mu), case)
+                grid.append(v - mu * (qb if mu >= 0 else qa))
+            assert got >= max(grid) - 1e-7 * max(abs(max(grid)), 1.0)
+    assert searched  # some Q range needed a multiplier
+
+
+def test_remembered_bounds_equal_fresh_ones() -> None:
+    inst = Instance.from_dict(generators.by_family("metro", 10, 12, 3, lam=0.5))
+    ev = Evaluator(inst)
+    c = inst.coefficients()
+    cl = bounds.clusters(inst)
+    warm = parametric._Boxes(c, inst.layers, cl, ev.weights)
+    z = warm.z_worst
+    first = warm.evaluate(2, 6, warm.zmin(2, 6), z)
+    calls = warm.dp_calls
+    # The upper half of a Z split repeats the stage-time and idle-power DPs: remembered.
+    upper = warm.evaluate(2, 6, 0.5 * (warm.zmin(2, 6) + z), z)
+    fresh = parametric._Boxes(c, inst.layers, cl, ev.weights)
+    assert upper == fresh.evaluate(2, 6, 0.5 * (fresh.zmin(2, 6) + z), z)
+    assert warm.dp_calls - calls < fresh.dp_calls
+    assert first[0][0] <= upper[0][0] and first[1][0] <= upper[1][0]
