@@ -181,6 +181,12 @@ _HINT_BOXES = 4
 #: which it stops.
 _MU_ITERS = 8
 _MU_TOL = 1e-9
+#: The first two multipliers tried lie this far (relative) either side of the last
+#: search's best on the same Q range (:meth:`_Boxes._search_mu`).
+_MU_HINT_BAND = 0.05
+#: The relative margin by which a multiplier search's cutoffs stay clear of the bound
+#: they decide (:meth:`_Boxes._evaluate_case`).
+_CUT_MARGIN = 1e-9
 #: The price version of a start box not yet evaluated.
 _PENDING = -1
 
@@ -791,6 +797,9 @@ class _Boxes:
         #: code and DP arguments, which :meth:`minimiser` and the tuning read.
         self._memo: dict[tuple[Any, ...], tuple[float, int, tuple[Any, ...]]] = {}
         self.price_version = 0  # bumped whenever the cost prices change
+        # Per (Q range, case, cost kind): the last multiplier search's best mu / scale.
+        self._mu_hint: dict[tuple[int, int, int, bool, bool], float] = {}
+        self._hints_on = True  # off while minimisers are read (tune_transitions)
         self.last_dp: tuple[int, float, float, float, float, float, int] = (1, 0.0, 1.0, 0.0,
                                                                            0.0, 0.0, 0)
 
@@ -831,6 +840,17 @@ class _Boxes:
         one box, by Kelley's cutting planes on the concave dual (the minimiser's end sets
         per site give the supergradient), and price with them from now on. False
         (nothing changed) when none are admissible or none raises the bound."""
+        # Hints off while minimisers are read: where several tie, a hinted multiplier
+        # search may report another one, and Kelley's supergradients (so the prices)
+        # would then depend on the search's history.
+        self._hints_on = False
+        try:
+            return self._tune(qa, qb, za, zb, deadline)
+        finally:
+            self._hints_on = True
+
+    def _tune(self, qa: int, qb: int, za: float, zb: float, deadline: float | None) -> bool:
+        """:meth:`tune_transitions` with the multiplier hints off."""
         t_start = time.perf_counter()
         if self.setup is None:
             self.setup = _TransitionSetup.build(self.comm, self.cluster, self.base_prices,
@@ -936,7 +956,11 @@ class _Boxes:
         if self.n_sites > 15 or not self.n_sites:
             return ()
         case = 1 if cases[1][0] <= cases[0][0] else 0
-        v, _ = self._evaluate_case(qa, qb, za, zb, 0.0, case)
+        self._hints_on = False
+        try:
+            v, _ = self._evaluate_case(qa, qb, za, zb, 0.0, case)
+        finally:
+            self._hints_on = True
         if not math.isfinite(v):
             return ()
         return tuple(i for i in range(self.n_sites) if (self.code >> (4 * i)) & 15)
@@ -993,60 +1017,93 @@ class _Boxes:
         return hit[0]
 
     def _search_mu(self, qa: int, qb: int, z_hi: float, ws: float, wp: float, wd: float,
-                   scale: float, case: int) -> float:
+                   scale: float, case: int, floor: float = -_INF, ceil: float = _INF
+                   ) -> float:
         """max over mu of g(mu) = V(mu) - mu (qb if mu >= 0 else qa): a bound for k in
         [qa, qb]. g is concave and piecewise linear; each DP gives a tangent line of
         slope k - q at its mu, so once two tangents of opposite slopes bracket the
         maximum, the DP at their intersection either reaches it (the cutting-plane top)
-        or gives a tangent that replaces one side (at most :data:`_MU_ITERS` times)."""
+        or gives a tangent that replaces one side (at most :data:`_MU_ITERS` times).
+
+        The bracket is sought first just around the best multiplier of the last search
+        on the same Q range, case and cost (relative to ``scale``): a neighbouring box's
+        maximum is usually near, and two tangents there bracket it in two DPs. Any
+        multiplier gives a valid bound, so the hint changes the work, not the validity.
+        The search stops early once the cutting-plane top is at most ``floor`` or its
+        best value reaches ``ceil`` (callers for which those settle the outcome)."""
         v, k, self.code = self._dp(qa, z_hi, ws, wp, wd, 0.0, case)
         if not math.isfinite(v) or qa <= k <= qb:
             return v
-        best = v
+        best, best_mu = v, 0.0
         q = qb if k > qb else qa
         sign = 1.0 if k > qb else -1.0
+        hkey = (qa, qb, case, ws == 0.0, wd == 0.0)
 
         def val(mu: float) -> tuple[float, int]:
+            nonlocal best, best_mu
             vv, kk, code = self._dp(qa, z_hi, ws, wp, wd, mu, case)
             lv = vv - mu * q
             if lv > best:
                 self.code = code
+                best, best_mu = lv, mu
             return lv, kk
+
+        def done(cut: bool = False) -> float:
+            # A search cut short has not found the maximum: no hint for the next.
+            if best_mu != 0.0 and not cut and self._hints_on:
+                self._mu_hint[hkey] = best_mu / scale
+            return best
 
         # Tangents (mu, g(mu), slope): ``near`` rises towards the maximum, ``far`` falls.
         near: tuple[float, float, int] = (0.0, v, k - q)
         far: tuple[float, float, int] | None = None
-        step = scale
-        for _ in range(6):
+        # Multipliers stay within 4^5 scale (an unbounded dual, no plan in the Q range,
+        # would otherwise push the hints ever further out, into rounding noise).
+        far_out = scale * 4.0 ** 5
+        hint = self._mu_hint.get(hkey, 0.0) * scale if self._hints_on else 0.0
+        if hint * sign > 0.0 and abs(hint) * (1.0 + _MU_HINT_BAND) < far_out:
+            steps = [abs(hint) * (1.0 - _MU_HINT_BAND), abs(hint) * (1.0 + _MU_HINT_BAND)]
+        else:
+            steps = [scale]
+        while steps[-1] * 4 <= far_out * (1.0 + 1e-12):
+            steps.append(steps[-1] * 4)
+        if steps[-1] < far_out:
+            steps.append(far_out)  # as far out as without a hint
+        for step in steps:
             mu = sign * step
             lv, kk = val(mu)
             if not math.isfinite(lv):
-                return best
-            best = max(best, lv)
+                return done()
             if kk == q:  # a zero supergradient: the maximum
-                return best
+                return done()
+            if best >= ceil:
+                return done(True)
             if (kk - q) * sign < 0:
                 far = (mu, lv, kk - q)
                 break
-            near, step = (mu, lv, kk - q), step * 4
+            near = (mu, lv, kk - q)
         if far is None:
-            return best
+            return done()
         for _ in range(_MU_ITERS):
             (mn, gn, sn), (mf, gf, sf) = near, far
             x = (gf - gn + sn * mn - sf * mf) / (sn - sf)
+            inside = min(mn, mf) <= x <= max(mn, mf)
             x = min(max(x, min(mn, mf)), max(mn, mf))
             top = gn + sn * (x - mn)  # no mu does better than the two tangents allow
+            if inside and top <= floor:
+                return done(True)
             lv, kk = val(x)
             if not math.isfinite(lv):
                 break
-            best = max(best, lv)
+            if best >= ceil:
+                return done(True)
             if kk == q or lv >= top - _MU_TOL * max(abs(top), 1.0):
                 break
             if (kk - q) * sign > 0:
                 near = (x, lv, kk - q)
             else:
                 far = (x, lv, kk - q)
-        return best
+        return done()
 
     def evaluate(self, qa: int, qb: int, za: float, zb: float,
                  parent: tuple[tuple[float, float], ...] | None = None,
@@ -1070,13 +1127,19 @@ class _Boxes:
             if p_bound >= ub or p_bound > least:
                 out.append((p_bound, p_s))
                 continue
-            v, s_lo = self._evaluate_case(qa, qb, za, zb, p_s, case)
+            v, s_lo = self._evaluate_case(qa, qb, za, zb, p_s, case, p_bound, ub)
             out.append((max(v, p_bound), s_lo))
         return tuple(out)
 
     def _evaluate_case(self, qa: int, qb: int, za: float, zb: float, s_parent: float,
-                       case: int) -> tuple[float, float]:
-        """:meth:`evaluate` restricted to one plan case (single-site or multi-site)."""
+                       case: int, floor: float = -_INF, ceil: float = _INF
+                       ) -> tuple[float, float]:
+        """:meth:`evaluate` restricted to one plan case (single-site or multi-site).
+
+        Its last multiplier search may stop once its bound is sure to stay at most
+        ``floor`` (the parent's: the box keeps that) or has reached ``ceil`` (the
+        incumbent: the box is closed); the value returned is then a weaker bound than
+        the full search's, which changes neither outcome."""
         s_lo = self._lagrange(qa, qb, zb, 1.0, 0.0, 0.0, self.mu_scale, case)
         self.last_ws = self.a
         if not math.isfinite(s_lo):
@@ -1091,8 +1154,13 @@ class _Boxes:
         wp = self.b * x_lo / 1e3
         wd = self.b * self.M / 1e3
         w_scale = ws * self.mu_scale + wp * self.idle_scale
-        rest = self._lagrange(qa, qb, zb, ws, wp, wd, w_scale, case)
-        return bounds._below(rest + ws * (self.M - 1.0) * za - self.b * x_lo * p_lo / 1e3), s_lo
+        const = ws * (self.M - 1.0) * za - self.b * x_lo * p_lo / 1e3
+        # Margins well above the rounding of ``rest + const`` and of _below.
+        lo = floor - const - _CUT_MARGIN * max(abs(floor), 1.0) if math.isfinite(floor) \
+            else -_INF
+        hi = ceil - const + _CUT_MARGIN * max(abs(ceil), 1.0) if math.isfinite(ceil) else _INF
+        rest = self._search_mu(qa, qb, zb, ws, wp, wd, w_scale, case, lo, hi)
+        return bounds._below(rest + const), s_lo
 
 
 def parametric_bound(

@@ -354,26 +354,64 @@ def test_progress_reports_rising_proven_bounds(monkeypatch: pytest.MonkeyPatch) 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_stage_count_multiplier_search_reaches_the_dual_maximum(seed: int) -> None:
     # g(mu) = V(mu) - mu q is concave; the tangent search must end within its tolerance
-    # of the best of a fine grid of multipliers, and (each value being some g(mu)) never
-    # above the grid's envelope by more than rounding.
+    # of the best of a fine grid of multipliers. Each Q range is searched at three
+    # bottleneck caps: the later searches start from the earlier ones' multipliers.
     inst = Instance.from_dict(generators.by_family("metro", 10, 12, seed, lam=0.5))
     ev = Evaluator(inst)
     bx = parametric._Boxes(inst.coefficients(), inst.layers, bounds.clusters(inst), ev.weights)
-    z = bx.z_worst
-    searched = 0
+    searched = hinted = 0
     for qa, qb in ((1, 2), (4, 5), (8, 10)):
         for case in (0, 1):
-            before = bx.dp_calls
-            got = bx._search_mu(qa, qb, z, 1.0, 0.0, 0.0, bx.mu_scale, case)
-            searched += bx.dp_calls - before > 1
-            if not math.isfinite(got):
-                continue
-            grid = []
-            for mu in np.linspace(-20 * bx.mu_scale, 20 * bx.mu_scale, 801):
-                v, _, _ = bx._dp(qa, z, 1.0, 0.0, 0.0, float(mu), case)
-                grid.append(v - mu * (qb if mu >= 0 else qa))
-            assert got >= max(grid) - 1e-7 * max(abs(max(grid)), 1.0)
+            for z in (bx.z_worst, 0.8 * bx.z_worst, 0.6 * bx.z_worst):
+                before = bx.dp_calls
+                hinted += (qa, qb, case, False, True) in bx._mu_hint
+                got = bx._search_mu(qa, qb, z, 1.0, 0.0, 0.0, bx.mu_scale, case)
+                searched += bx.dp_calls - before > 1
+                if not math.isfinite(got):
+                    continue
+                grid = []
+                for mu in np.linspace(-20 * bx.mu_scale, 20 * bx.mu_scale, 801):
+                    v, _, _ = bx._dp(qa, z, 1.0, 0.0, 0.0, float(mu), case)
+                    grid.append(v - mu * (qb if mu >= 0 else qa))
+                assert got >= max(grid) - 1e-7 * max(abs(max(grid)), 1.0)
     assert searched  # some Q range needed a multiplier
+    assert hinted  # and some search started from an earlier one's
+
+
+@pytest.mark.parametrize(("n", "seed"), [(10, 0), (16, 1)])
+def test_multiplier_cutoffs_decide_as_the_full_search(n: int, seed: int) -> None:
+    # A search cut at the parent's bound (floor) or at the incumbent (ceil) may return
+    # less than the full one, but the box's outcome is the same: it keeps max(bound,
+    # floor), and it is closed (bound >= ceil) exactly when the full search closes it.
+    inst = Instance.from_dict(generators.by_family("metro", n, n, seed, lam=0.5))
+    ev = Evaluator(inst)
+    args = (inst.coefficients(), inst.layers, bounds.clusters(inst), ev.weights)
+    probe = parametric._Boxes(*args)
+    checked = fewer = 0
+    for qa, qb in ((1, 3), (4, 6), (5, 20)):
+        za = probe.zmin(qa, qb)
+        for zb in (probe.z_worst, za + 0.5 * (probe.z_worst - za), za + 0.1 * (probe.z_worst - za)):
+            for case in (0, 1):
+                whole = parametric._Boxes(*args)
+                full, _ = whole._evaluate_case(qa, qb, za, zb, 0.0, case)
+                if not math.isfinite(full):
+                    continue
+                tol = 1e-7 * max(abs(full), 1.0)
+                for floor, ceil in ((full + 1e-3 * abs(full), math.inf),
+                                    (-math.inf, full - 1e-3 * abs(full)),
+                                    (full - 1e-3 * abs(full), full + 1e-3 * abs(full)),
+                                    (full - 1e-6 * abs(full), full - 1e-9 * abs(full))):
+                    bx = parametric._Boxes(*args)
+                    cut, _ = bx._evaluate_case(qa, qb, za, zb, 0.0, case, floor, ceil)
+                    fewer += bx.dp_calls < whole.dp_calls
+                    assert cut <= full + tol
+                    if full >= ceil:
+                        assert cut >= ceil
+                    else:
+                        assert max(cut, floor) >= max(full, floor) - tol
+                    checked += 1
+    assert checked >= 20
+    assert fewer  # the cutoffs saved work somewhere
 
 
 def test_remembered_bounds_equal_fresh_ones() -> None:
