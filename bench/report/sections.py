@@ -564,7 +564,8 @@ def _gap_col(t: float) -> str:
 
 
 def proofs_frame(rows: Sequence[Row], checkpoints: Sequence[float]) -> pd.DataFrame:
-    """One line a run (the :func:`frame` columns, plus): ``family``, ``lam``, ``proof_s`` (the
+    """One line a run (the :func:`frame` columns, plus): ``family``, ``iseed`` (the instance's
+    generator seed, -1: none), ``lam``, ``proof_s`` (the
     wall time of an optimal run, else NaN), ``gap@T`` per checkpoint T (fraction; NaN: no plan
     or no bound by then, or T beyond the run's budget), ``final_objective``, ``final_bound``.
 
@@ -573,6 +574,8 @@ def proofs_frame(rows: Sequence[Row], checkpoints: Sequence[float]) -> pd.DataFr
     whole trace and the result, which a solver may write a moment after its budget)."""
     df = frame(rows)
     df["family"] = df["generator"]
+    # The instance's generator seed, shown when an experiment holds several.
+    df["iseed"] = [-1 if spec(r, "seed") is None else int(spec(r, "seed")) for r in rows]
     df["lam"] = [float(r.get("lambda", spec(r, "lam", 1.0)) or 0.0) for r in rows]
     df["proof_s"] = [float(r["wall_s"]) if r.get("status") == "optimal"
                      and r.get("wall_s") is not None else float("nan") for r in rows]
@@ -600,6 +603,11 @@ def proofs_frame(rows: Sequence[Row], checkpoints: Sequence[float]) -> pd.DataFr
     return df
 
 
+def _seed_tag(pf: pd.DataFrame, r: Any) -> str:
+    """`` s<seed>`` when the frame holds several instance seeds, else nothing."""
+    return f" s{int(r['iseed'])}" if pf["iseed"].nunique() > 1 else ""
+
+
 def _value(x: Any) -> str:
     """An objective or bound: 5 significant digits (ms at lambda = 1, normalised below)."""
     v = _num(x)
@@ -613,9 +621,10 @@ def _gap_cell(x: Any) -> str:
 
 def proofs_table(rows: Sequence[Row], info: Mapping[str, Any]
                  ) -> tuple[list[str], list[list[Any]], pd.DataFrame, list[float], list[str]]:
-    """Header and body of the proofs table (a line per family, N, L, lambda, and budget when
-    the experiment has several; per solver label: status, time to proof, gap at each
-    checkpoint, final objective and bound), the frame, the checkpoints and the labels."""
+    """Header and body of the proofs table (a line per family, N, L, lambda, and instance
+    seed and budget when the experiment has several; per solver label: status, time to
+    proof, gap at each checkpoint, final objective and bound), the frame, the checkpoints
+    and the labels."""
     budgets = sorted({float(r["budget_s"]) for r in rows})
     checkpoints = proof_checkpoints(max(budgets))
     labels = list(dict.fromkeys([s["label"] for s in info.get("solvers", [])]
@@ -626,12 +635,16 @@ def proofs_table(rows: Sequence[Row], info: Mapping[str, Any]
     pf["order"] = pf["instance"].map(order)
     pf["seed0"] = pf["seed"].fillna(0)
     pf = pf.sort_values(["n", "order", "budget_s", "seed0"], kind="stable")
-    keys = ["family", "n", "layers", "lam"] + (["budget_s"] if len(budgets) > 1 else [])
+    seeds = pf["iseed"].nunique() > 1
+    keys = ["family", "n", "layers", "lam"] + (["iseed"] if seeds else []) \
+        + (["budget_s"] if len(budgets) > 1 else [])
     body: list[list[Any]] = []
     for key, g in pf.groupby(keys, sort=False):
-        cells: list[Any] = [key[0], int(key[1]), int(key[2]), f"{key[3]:g}"]
+        cells: list[Any] = [key[0], int(key[1]), int(key[2]), f"{key[3]:g}", *key[4:]]
+        if seeds:
+            cells[4] = int(cells[4])
         if len(budgets) > 1:
-            cells.append(f"{key[4]:g}")
+            cells[-1] = f"{cells[-1]:g}"
         for lab in labels:
             lr = g[g["label"] == lab]
             if lr.empty:
@@ -642,7 +655,8 @@ def proofs_table(rows: Sequence[Row], info: Mapping[str, Any]
                       *(_gap_cell(r[_gap_col(t)]) for t in checkpoints),
                       _value(r["final_objective"]), _value(r["final_bound"])]
         body.append(cells)
-    header = ["family", "N", "L", "λ"] + (["budget (s)"] if len(budgets) > 1 else [])
+    header = ["family", "N", "L", "λ"] + (["instance seed"] if seeds else []) \
+        + (["budget (s)"] if len(budgets) > 1 else [])
     for lab in labels:
         header += [f"{lab} status", f"{lab} time to proof (s)",
                    *(f"{lab} gap at {t:g} s (%)" for t in checkpoints),
@@ -671,7 +685,7 @@ def _proofs(ctx: Ctx, rows: list[Row], info: Mapping[str, Any]) -> list[str]:
                    for p in row.get("trace") or []):
                 key = f"N = {int(r['n'])}, L = {int(r['layers'])}"
                 panels.setdefault(key, []).append(
-                    (r["label"], f"{r['family']} λ={r['lam']:g}", row["trace"],
+                    (r["label"], f"{r['family']}{_seed_tag(pf, r)} λ={r['lam']:g}", row["trace"],
                      row.get("wall_s") or row.get("elapsed_s")))
         if panels:
             name = f"gap_vs_time_{info.get('name') or rows[0]['experiment']}.png"

@@ -237,8 +237,10 @@ def proofs_summary(pf: pd.DataFrame, labels: Sequence[str], last: float) -> list
             gaps = rest[col].dropna()
             if len(gaps):
                 worst = rest.loc[gaps.idxmax()]
+                seed = f", instance seed {int(worst['iseed'])}" \
+                    if "iseed" in pf and pf["iseed"].nunique() > 1 else ""
                 text += (f", largest gap at {last:g} s {100 * gaps.max():.2f} % "
-                         f"({worst['family']}, λ = {worst['lam']:g})")
+                         f"({worst['family']}, λ = {worst['lam']:g}{seed})")
             no_plan = int((~rest["ok"]).sum())
             no_bound = int((rest["ok"] & rest[col].isna()).sum())
             if no_bound:
