@@ -111,6 +111,24 @@ def test_proofs_table_cells() -> None:
         "(geo, λ = 0.5)."]
 
 
+def test_two_instance_seeds_get_a_seed_column() -> None:
+    rows = _rows()[:2]
+    other = [{**r, "instance": r["instance"].replace("-s31-", "-s37-"),
+              "run_key": r["run_key"] + "-s37",
+              "instance_spec": {**r["instance_spec"], "seed": 37}} for r in rows]
+    other[1] = {**other[1], "objective": 100.0, "lower_bound": 96.0,
+                "trace": [[2.0, 100.0, 96.0]]}
+    header, body, pf, checkpoints, labels = proofs_table(rows + other, INFO)
+    assert header[:5] == ["family", "N", "L", "λ", "instance seed"]
+    assert [b[:5] for b in body] == [["geo", 32, 32, "1", 31], ["geo", 32, 32, "1", 37]]
+    assert body[1][13:15] == ["4.00", "4.00"]  # seed 37's own sliced run
+    assert proofs_summary(pf, labels, checkpoints[-1]) == [
+        "- N = 32, L = 32: MILP proved 2 of 2 (slowest proof 12.0 s); sliced MILP proved "
+        "0 of 2, largest gap at 120 s 4.00 % (geo, λ = 1, instance seed 37)."]
+    # one seed: no column, no seed in the summary
+    assert proofs_table(rows, INFO)[0][4] == "MILP status"
+
+
 def test_a_300_s_budget_adds_the_300_s_gap_read_from_the_final_state() -> None:
     rows = [_run("MILP", "geo", 1.0, "feasible", 100.0, 97.0,
                  [[10.0, 100.0, 90.0], [100.0, 100.0, 95.0], [299.0, 100.0, 96.0]],
