@@ -26,6 +26,7 @@ from bench.report.tables import (
     ci95,
     fmt,
     frame,
+    gap_pct,
     group,
     instance_order,
     is_ok,
@@ -616,7 +617,7 @@ def _value(x: Any) -> str:
 
 def _gap_cell(x: Any) -> str:
     v = _num(x)
-    return DASH if v is None else f"{100 * v:.2f}"
+    return DASH if v is None else gap_pct(v)
 
 
 def proofs_table(rows: Sequence[Row], info: Mapping[str, Any]

@@ -29,6 +29,7 @@ __all__ = [
     "display_status",
     "fmt",
     "frame",
+    "gap_pct",
     "group",
     "is_ok",
     "is_refusal",
@@ -107,6 +108,12 @@ def pct(x: float | None, digits: int = 1, sign: bool = True) -> str:
 def secs(x: float | None) -> str:
     """Seconds: two decimals below 10 s, one above."""
     return DASH if x is None else f"{x:.2f}" if x < 10 else f"{x:.1f}"
+
+
+def gap_pct(g: float) -> str:
+    """A certified gap (a fraction) in percent, two decimals; "<0.01" for a gap above 0
+    that two decimals would show as none."""
+    return "<0.01" if 0.0 < 100.0 * g < 0.005 else f"{100.0 * g:.2f}"
 
 
 def si(n: float) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.report.tables import fmt, frame, secs
+from bench.report.tables import fmt, frame, gap_pct, secs
 
 __all__ = [
     "EXACT_SOLVERS",
@@ -239,7 +239,7 @@ def proofs_summary(pf: pd.DataFrame, labels: Sequence[str], last: float) -> list
                 worst = rest.loc[gaps.idxmax()]
                 seed = f", instance seed {int(worst['iseed'])}" \
                     if "iseed" in pf and pf["iseed"].nunique() > 1 else ""
-                text += (f", largest gap at {last:g} s {100 * gaps.max():.2f} % "
+                text += (f", largest gap at {last:g} s {gap_pct(float(gaps.max()))} % "
                          f"({worst['family']}, λ = {worst['lam']:g}{seed})")
             no_plan = int((~rest["ok"]).sum())
             no_bound = int((rest["ok"] & rest[col].isna()).sum())

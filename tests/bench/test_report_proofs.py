@@ -10,7 +10,7 @@ import pytest
 
 from bench.report import write_report
 from bench.report.sections import proof_checkpoints, proofs_frame, proofs_table
-from bench.report.tables import DASH, certified_gap, trace_at
+from bench.report.tables import DASH, certified_gap, gap_pct, trace_at
 from bench.report.text import proofs_summary
 
 INFO = {"name": "proofs", "report": {"kind": "proofs"},
@@ -64,6 +64,11 @@ def test_certified_gap() -> None:
     assert certified_gap(100.0, None) is None and certified_gap(None, 1.0) is None
     assert certified_gap(100.0, 100.00001) == 0.0  # within the solvers' tolerance
     assert certified_gap(100.0, 101.0) == pytest.approx(-0.01)  # an invalid bound shows
+
+
+def test_a_small_gap_is_not_shown_as_none() -> None:
+    assert gap_pct(0.0) == "0.00" and gap_pct(2.2e-5) == "<0.01"
+    assert gap_pct(0.0151) == "1.51" and gap_pct(-0.01) == "-1.00"
 
 
 def test_checkpoints_follow_the_budget() -> None:
