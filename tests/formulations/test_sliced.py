@@ -7,12 +7,13 @@ import random
 import pytest
 import reference_model as ref
 
+import formulations.sliced as sliced_mod
 from formulations.milp.data import prepare
-from formulations.sliced import Slice, make_slices, slice_data
+from formulations.sliced import Slice, SliceResult, make_slices, slice_data
 from geoplan.cost.parametric import Box
 from geoplan.model import generators
 from geoplan.model.instance import Instance
-from geoplan.solving.core import solve
+from geoplan.solving.core import SolveOptions, solve
 
 
 @pytest.mark.parametrize(("family", "n", "layers", "seed", "lam"), [
@@ -82,3 +83,24 @@ def test_worker_processes_reach_the_same_optimum() -> None:
     assert two.status == tree.status == "optimal"
     assert len(two.info["slices"]) >= 2
     assert two.objective == pytest.approx(tree.objective, rel=1e-9)
+
+
+def test_slices_given_less_than_a_refused_one_needed_are_not_built(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The first slice is refused HiGHS's start (its share shorter than its model's build
+    # plus the root's analytic centre): the others, given shares no longer than that need,
+    # are skipped instead of built, and the rounds end.
+    inst = Instance.from_dict(generators.by_family("metro", 6, 6, 0, lam=1.0))
+    calls: list[float] = []
+
+    def refuse(instance, sl, inc, cutoff, share, *args, **kw):  # type: ignore[no-untyped-def]
+        calls.append(share)
+        return SliceResult(False, sl.bound, None, None, 0.0, 0, "not_started", 1e9)
+
+    monkeypatch.setattr(sliced_mod, "solve_slice", refuse)
+    slices = [Slice(1, 6, float(k), float(k + 1), 10.0 + k, 0.0) for k in range(5)]
+    info: dict = {}
+    out = sliced_mod._sequential(inst, slices, None, SolveOptions(seed=0, time_limit=1e6),
+                                 [], info)
+    assert len(calls) == 1 and info["rounds"] == 1
+    assert [r is None for _, r in out] == [False, True, True, True, True]
