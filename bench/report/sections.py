@@ -35,6 +35,7 @@ from bench.report.tables import (
     pct,
     quality,
     secs,
+    several_seeds,
     si,
     spec,
     status_summary,
@@ -604,11 +605,6 @@ def proofs_frame(rows: Sequence[Row], checkpoints: Sequence[float]) -> pd.DataFr
     return df
 
 
-def _seed_tag(pf: pd.DataFrame, r: Any) -> str:
-    """`` s<seed>`` when the frame holds several instance seeds, else nothing."""
-    return f" s{int(r['iseed'])}" if pf["iseed"].nunique() > 1 else ""
-
-
 def _value(x: Any) -> str:
     """An objective or bound: 5 significant digits (ms at lambda = 1, normalised below)."""
     v = _num(x)
@@ -636,16 +632,17 @@ def proofs_table(rows: Sequence[Row], info: Mapping[str, Any]
     pf["order"] = pf["instance"].map(order)
     pf["seed0"] = pf["seed"].fillna(0)
     pf = pf.sort_values(["n", "order", "budget_s", "seed0"], kind="stable")
-    seeds = pf["iseed"].nunique() > 1
+    seeds = several_seeds(pf)
     keys = ["family", "n", "layers", "lam"] + (["iseed"] if seeds else []) \
         + (["budget_s"] if len(budgets) > 1 else [])
     body: list[list[Any]] = []
     for key, g in pf.groupby(keys, sort=False):
-        cells: list[Any] = [key[0], int(key[1]), int(key[2]), f"{key[3]:g}", *key[4:]]
+        cells: list[Any] = [key[0], int(key[1]), int(key[2]), f"{key[3]:g}"]
+        extra = list(key[4:])
         if seeds:
-            cells[4] = int(cells[4])
+            cells.append(int(extra.pop(0)))
         if len(budgets) > 1:
-            cells[-1] = f"{cells[-1]:g}"
+            cells.append(f"{extra.pop(0):g}")
         for lab in labels:
             lr = g[g["label"] == lab]
             if lr.empty:
@@ -680,13 +677,15 @@ def _proofs(ctx: Ctx, rows: list[Row], info: Mapping[str, Any]) -> list[str]:
         from bench.report.figures import plot_gap_vs_time
 
         panels: dict[str, list[tuple[str, str, Any, float | None]]] = {}
+        seeds = several_seeds(pf)
         for _, r in pf.iterrows():
             row = r["row"]
             if any(len(p) > 2 and p[1] is not None and p[2] is not None
                    for p in row.get("trace") or []):
                 key = f"N = {int(r['n'])}, L = {int(r['layers'])}"
+                tag = f" s{int(r['iseed'])}" if seeds else ""
                 panels.setdefault(key, []).append(
-                    (r["label"], f"{r['family']}{_seed_tag(pf, r)} λ={r['lam']:g}", row["trace"],
+                    (r["label"], f"{r['family']}{tag} λ={r['lam']:g}", row["trace"],
                      row.get("wall_s") or row.get("elapsed_s")))
         if panels:
             name = f"gap_vs_time_{info.get('name') or rows[0]['experiment']}.png"

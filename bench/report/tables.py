@@ -37,6 +37,7 @@ __all__ = [
     "pct",
     "quality",
     "secs",
+    "several_seeds",
     "status_summary",
     "table",
     "trace_at",
@@ -114,6 +115,11 @@ def gap_pct(g: float) -> str:
     """A certified gap (a fraction) in percent, two decimals; "<0.01" for a gap above 0
     that two decimals would show as none."""
     return "<0.01" if 0.0 < 100.0 * g < 0.005 else f"{100.0 * g:.2f}"
+
+
+def several_seeds(pf: pd.DataFrame) -> bool:
+    """Whether a proofs frame (``iseed`` column) holds more than one instance seed."""
+    return bool(pf["iseed"].nunique() > 1)
 
 
 def si(n: float) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.report.tables import fmt, frame, gap_pct, secs
+from bench.report.tables import fmt, frame, gap_pct, secs, several_seeds
 
 __all__ = [
     "EXACT_SOLVERS",
@@ -237,8 +237,7 @@ def proofs_summary(pf: pd.DataFrame, labels: Sequence[str], last: float) -> list
             gaps = rest[col].dropna()
             if len(gaps):
                 worst = rest.loc[gaps.idxmax()]
-                seed = f", instance seed {int(worst['iseed'])}" \
-                    if "iseed" in pf and pf["iseed"].nunique() > 1 else ""
+                seed = f", instance seed {int(worst['iseed'])}" if several_seeds(pf) else ""
                 text += (f", largest gap at {last:g} s {gap_pct(float(gaps.max()))} % "
                          f"({worst['family']}, λ = {worst['lam']:g}{seed})")
             no_plan = int((~rest["ok"]).sum())

@@ -102,11 +102,12 @@ excludes a plan.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -799,7 +800,7 @@ class _Boxes:
         self.price_version = 0  # bumped whenever the cost prices change
         # Per (Q range, case, cost kind): the last multiplier search's best mu / scale.
         self._mu_hint: dict[tuple[int, int, int, bool, bool], float] = {}
-        self._hints_on = True  # off while minimisers are read (tune_transitions)
+        self._hints_on = True  # off while minimisers are read (_no_hints)
         self.last_dp: tuple[int, float, float, float, float, float, int] = (1, 0.0, 1.0, 0.0,
                                                                            0.0, 0.0, 0)
 
@@ -840,12 +841,17 @@ class _Boxes:
         one box, by Kelley's cutting planes on the concave dual (the minimiser's end sets
         per site give the supergradient), and price with them from now on. False
         (nothing changed) when none are admissible or none raises the bound."""
-        # Hints off while minimisers are read: where several tie, a hinted multiplier
-        # search may report another one, and Kelley's supergradients (so the prices)
-        # would then depend on the search's history.
+        with self._no_hints():
+            return self._tune(qa, qb, za, zb, deadline)
+
+    @contextlib.contextmanager
+    def _no_hints(self) -> Iterator[None]:
+        """Multiplier searches without hints, for code that reads their minimisers: where
+        several tie, a hinted search may report another one, and Kelley's supergradients
+        (so the tuned prices) would then depend on the search's history."""
         self._hints_on = False
         try:
-            return self._tune(qa, qb, za, zb, deadline)
+            yield
         finally:
             self._hints_on = True
 
@@ -956,11 +962,8 @@ class _Boxes:
         if self.n_sites > 15 or not self.n_sites:
             return ()
         case = 1 if cases[1][0] <= cases[0][0] else 0
-        self._hints_on = False
-        try:
+        with self._no_hints():
             v, _ = self._evaluate_case(qa, qb, za, zb, 0.0, case)
-        finally:
-            self._hints_on = True
         if not math.isfinite(v):
             return ()
         return tuple(i for i in range(self.n_sites) if (self.code >> (4 * i)) & 15)
