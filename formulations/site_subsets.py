@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from formulations.site_paths import improve_on_site_paths
 from geoplan.cost import bounds, evaluate
 from geoplan.cost.parametric import ParametricBound, proves, refine_by_sites
 from geoplan.errors import InputError
@@ -44,7 +45,12 @@ class SiteSearchParams(SolverParams):
                                "minimisers use (formulations.site_subsets) for a better start")
     site_subsets_share: float = param(0.25, "at most this share of the budget left for that",
                                       at_least=0.0, at_most=1.0)
-    site_branching: bool = param(True, "first raise the parametric bound by branching on "
+    site_paths: bool = param(True, "first read plans off the parametric bound's least boxes, "
+                             "restricted to each order of the sites their minimisers use "
+                             "(formulations.site_paths)")
+    site_paths_share: float = param(0.3, "at most this share of the budget left for that",
+                                    at_least=0.0, at_most=1.0)
+    site_branching: bool = param(True, "then raise the parametric bound by branching on "
                                  "the sites used and their order (geoplan.cost.site_branching; "
                                  "its path nodes also yield plans), within the bound's share "
                                  "of the budget left")
@@ -115,12 +121,16 @@ def after_bound(instance: Instance, options: SolveOptions, params: SiteSearchPar
                 trace: list[TraceRow], info: dict[str, Any],
                 ) -> tuple[ParametricBound, tuple[Plan, float] | None, bool]:
     """An exact solver's steps after its parametric bound ``pb`` (which does not prove
-    ``best``): branching on sites (``params.site_branching``;
+    ``best``): plans from its least boxes on site paths (``params.site_paths``;
+    :func:`formulations.site_paths.improve_on_site_paths`) within
+    ``params.site_paths_share`` of the budget left; branching on sites
+    (``params.site_branching``;
     :func:`geoplan.cost.parametric.refine_by_sites`) within ``bound_share`` of the budget
     left, which may also find a better plan; then, unless that proves the best plan,
     the site-subset search (``params.site_subsets``) within ``params.site_subsets_share``
-    of what is left. Improvements are traced and ``info`` gets ``site_subsets`` and the
-    bound's summary. Returns (the bound, the best plan, whether the bound proves it)."""
+    of what is left. Improvements are traced and ``info`` gets ``site_paths``,
+    ``site_subsets`` and the bound's summary. Returns (the bound, the best plan, whether
+    the bound proves it)."""
     subset_share = params.site_subsets_share if params.site_subsets else 0.0
     if not params.site_branching:
         bound_share = 0.0
@@ -131,6 +141,14 @@ def after_bound(instance: Instance, options: SolveOptions, params: SiteSearchPar
         trace.append(TraceRow(options.elapsed(), inc, shown))
         options.callbacks.on_improvement(options.elapsed(), inc, shown)
 
+    if params.site_paths and pb.site_sets and not options.stopped():
+        found, info["site_paths"] = improve_on_site_paths(
+            instance, pb, best, params.site_paths_share * options.remaining(), options.stopped)
+        if found is not None:
+            best = found
+            record()
+            if proves(pb.floor, best[1]):
+                return pb, best, True
     if bound_share > 0 and not options.stopped():
         refined = refine_by_sites(instance, pb, None if best is None else best[1],
                                   bound_share, options.remaining(), options.stopped)

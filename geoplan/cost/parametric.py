@@ -122,7 +122,8 @@ if TYPE_CHECKING:
     from geoplan.model.instance import Instance
 
 __all__ = ["DEFAULT_SHARE", "PROGRESS_S", "PROOF_TOLERANCE", "START_STALL", "Box", "BoxTables",
-           "ParametricBound", "box_tables", "instance_bound", "parametric_bound", "path_plan",
+           "ParametricBound", "box_tables", "instance_bound", "parametric_bound",
+           "path_minimisers", "path_plan",
            "proves", "refine_by_sites", "role_prices"]
 
 _INF = math.inf
@@ -1166,6 +1167,33 @@ class _Boxes:
         return bounds._below(rest + const), s_lo
 
 
+def _restrict(bx: _Boxes, cluster: np.ndarray, forced: tuple[int, ...],
+              ends: tuple[int, int] | None, path: tuple[int, ...] | None) -> bool:
+    """Restrict ``bx`` to the plans of :func:`parametric_bound`'s ``forced``, ``ends`` and
+    ``path`` (cluster labels); False when the pool has no such plan (a label missing)."""
+    if path is not None:
+        if len(set(path)) < 2 or any(a == b for a, b in itertools.pairwise(path)):
+            raise ValueError(f"a site walk needs two or more sites, none twice in a row: {path}")
+        if not set(path) <= set(np.asarray(cluster).tolist()):
+            return False
+        forced = tuple(sorted(set(forced) | set(path)))
+        ends = (path[0], path[-1])
+        bx.follow_walk(tuple(path))
+    if forced:
+        cl_all = np.asarray(cluster, np.int64)
+        if not set(forced) <= set(cl_all.tolist()):
+            return False
+        bx.force = bx.site_last & np.isin(cl_all[bx.order], np.asarray(forced, np.int64))
+    labels = np.unique(np.asarray(cluster, np.int64))  # site index i: labels[i]
+    index = {int(k): i for i, k in enumerate(labels)}
+    bx.walk_must = tuple(sorted(index[k] for k in forced))
+    if ends is not None:
+        if not {ends[0], ends[1]} <= set(index):
+            return False
+        bx.restrict_ends(index[ends[0]], index[ends[1]])
+    return True
+
+
 def parametric_bound(
     c: Coefficients,
     layers: int,
@@ -1221,27 +1249,11 @@ def parametric_bound(
     t0 = time.perf_counter()
     bx = _Boxes(c, layers, cluster, weights, tables)
     if path is not None:
-        if len(set(path)) < 2 or any(a == b for a, b in itertools.pairwise(path)):
-            raise ValueError(f"a site walk needs two or more sites, none twice in a row: {path}")
-        if not set(path) <= set(np.asarray(cluster).tolist()):
-            return ParametricBound(_INF, 0, 0, time.perf_counter() - t0, True)
-        forced = tuple(sorted(set(forced) | set(path)))
-        ends = (path[0], path[-1])
-        bx.follow_walk(tuple(path))
         tune_transitions = False
     bx.walk_revisits = revisits
-    if forced:
-        cl_all = np.asarray(cluster, np.int64)
-        if not set(forced) <= set(cl_all.tolist()):
-            return ParametricBound(_INF, 0, 0, time.perf_counter() - t0, True)
-        bx.force = bx.site_last & np.isin(cl_all[bx.order], np.asarray(forced, np.int64))
+    if not _restrict(bx, cluster, forced, ends, path):
+        return ParametricBound(_INF, 0, 0, time.perf_counter() - t0, True)
     labels = np.unique(np.asarray(cluster, np.int64))  # site index i: labels[i]
-    index = {int(k): i for i, k in enumerate(labels)}
-    bx.walk_must = tuple(sorted(index[k] for k in forced))
-    if ends is not None:
-        if not {ends[0], ends[1]} <= set(index):
-            return ParametricBound(_INF, 0, 0, time.perf_counter() - t0, True)
-        bx.restrict_ends(index[ends[0]], index[ends[1]])
     ub = _INF if incumbent is None else float(incumbent)
     z_hi = bx.z_worst * (1 + 1e-9)
     if math.isfinite(ub):
@@ -1400,6 +1412,33 @@ def parametric_bound(
     return ParametricBound(float(value), n_boxes, bx.dp_calls, time.perf_counter() - t0,
                            exhausted, boxes, bx.transitions_summary, tuple(site_sets),
                            configs=tuple(configs))
+
+
+def path_minimisers(c: Coefficients, layers: int, cluster: np.ndarray,
+                    weights: ObjectiveWeights, path: tuple[int, ...],
+                    boxes: tuple[Box, ...], tables: BoxTables | None = None
+                    ) -> Iterator[tuple[tuple[int, int, int], ...]]:
+    """Per box of ``boxes`` (its Q and Z range only; ``bound`` is not read), the relaxed
+    minimiser of the objective over the plans in it that visit the sites of ``path``
+    (cluster labels) once each in that order: (GPU, role, layers) per used GPU, a
+    pipeline by :func:`path_plan`. A primal candidate, not a bound: one multiplier
+    search per box, no splits. Boxes with no such plan are skipped."""
+    if len(set(path)) != len(path):
+        raise ValueError(f"a site path visits each site once: {path}")
+    bx = _Boxes(c, layers, cluster, weights, tables)
+    if not _restrict(bx, cluster, (), None, path):
+        return
+    for box in boxes:
+        qb = min(box.qb, bx.q_max)
+        za = max(box.za, bx.zmin(box.qa, qb))
+        if box.qa > qb or za > box.zb:
+            continue
+        # Multi-site case only: a path visits two or more sites.
+        v, _ = bx._evaluate_case(box.qa, qb, za, box.zb, -_INF, 1)
+        if math.isfinite(v):
+            found = tuple(bx.minimiser())
+            if found:
+                yield found
 
 
 def path_plan(config: tuple[tuple[int, int, int], ...], cluster: np.ndarray,

@@ -63,19 +63,20 @@ def test_milp_finds_the_optimum_through_a_site_subset() -> None:
     """From a poor warm start (no start heuristic), the parametric bound cannot prove the
     start; its minimisers' sites hold the optimum, which the MILP then returns: through
     the site-subset search when site branching is off, and through site branching (a
-    path node's minimiser, before any subset search) when it is on."""
+    path node's minimiser, before any subset search) when it is on (the plans on site
+    paths, which find it first, off: tests/formulations/test_site_paths.py)."""
     inst = _instance("metro", 10, 1)
     opt = solve(inst, "bnb", seed=1, time_limit=600, threads=1)
     start = metis_default_plan(inst)
     assert start is not None and opt.objective is not None
     r = solve(inst, "milp", seed=0, time_limit=120, threads=1, warm_start=start,
-              params={"heuristic": False, "site_branching": False})
+              params={"heuristic": False, "site_branching": False, "site_paths": False})
     assert r.status == "optimal"
     assert r.objective == pytest.approx(opt.objective, rel=1e-9)
     sets = r.info["site_subsets"]["sets"]
     assert any(row.get("improved") for row in sets)
     br = solve(inst, "milp", seed=0, time_limit=120, threads=1, warm_start=start,
-               params={"heuristic": False})
+               params={"heuristic": False, "site_paths": False})
     assert br.status == "optimal" and "site_subsets" not in br.info
     assert br.info["parametric"]["site_branching"]["plan_objective"] == pytest.approx(
         opt.objective, rel=1e-9)

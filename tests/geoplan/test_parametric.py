@@ -8,6 +8,7 @@ stopped by a box count (deterministic), never by the clock.
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 
@@ -16,11 +17,13 @@ import pytest
 import reference_model as ref
 
 from geoplan.cost import bounds, parametric
+from geoplan.cost.baseline import metis_default_plan
 from geoplan.cost.evaluate import Evaluator
 from geoplan.cost.parametric import N_ROLES, parametric_bound, proves, role_prices
 from geoplan.cost.transitions import KelleyLP, potential_prices, site_links, walk_rows
 from geoplan.model import generators
 from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
 from geoplan.solving.core import solve
 
 
@@ -429,3 +432,38 @@ def test_remembered_bounds_equal_fresh_ones() -> None:
     assert upper == fresh.evaluate(2, 6, 0.5 * (fresh.zmin(2, 6) + z), z)
     assert warm.dp_calls - calls < fresh.dp_calls
     assert first[0][0] <= upper[0][0] and first[1][0] <= upper[1][0]
+
+
+@pytest.mark.parametrize(("seed", "lam"), [(1, 1.0), (2, 0.5), (4, 0.5)])
+def test_path_minimisers_are_plans_on_their_path(seed: int, lam: float) -> None:
+    """Each path minimiser of the open boxes is a pipeline visiting the path's sites once
+    each, in order; priced by the evaluator it is no better than the path's proven bound."""
+    inst = Instance.from_dict(generators.by_family("metro", 12, 12, seed, lam=lam))
+    ev = Evaluator(inst)
+    c, cl = inst.coefficients(), bounds.clusters(inst)
+    w = ev.weights
+    start = metis_default_plan(ev.instance)
+    assert start is not None
+    # With an incumbent, as the exact solvers search: its open boxes span the Z range of
+    # the plans better than it (without one, the least boxes hug the relaxation's optimum).
+    root = parametric_bound(c, inst.layers, cl, w, max_boxes=200,
+                            incumbent=ev.evaluate(start).objective)
+    assert root.open_boxes
+    seen = 0
+    sites = sorted(set(cl.tolist()))
+    for path in (p for r in range(2, len(sites) + 1) for p in itertools.permutations(sites, r)):
+        floor = parametric_bound(c, inst.layers, cl, w, path=path, max_boxes=400).value
+        for config in parametric.path_minimisers(c, inst.layers, cl, w, path,
+                                                 root.open_boxes[:8]):
+            pairs = parametric.path_plan(config, cl, path)
+            assert pairs is not None
+            runs = [int(cl[g]) for g, _ in pairs]
+            assert [k for i, k in enumerate(runs) if i == 0 or runs[i - 1] != k] == list(path)
+            plan = Plan.from_indices(inst, [g for g, _ in pairs], [n for _, n in pairs])
+            e = ev.evaluate(plan)
+            assert e.feasible
+            assert e.objective >= floor * (1 - 1e-12), (path, e.objective, floor)
+            seen += 1
+    assert seen >= 4
+    with pytest.raises(ValueError, match="once"):
+        next(parametric.path_minimisers(c, inst.layers, cl, w, (0, 1, 0), root.open_boxes))
