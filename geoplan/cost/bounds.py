@@ -260,6 +260,49 @@ def clusters(instance: Instance) -> np.ndarray:
     return np.array([label[str(g.site)] for g in instance.gpus], np.int64)
 
 
+#: GPUs of one site are one group (a node) when their link both ways is below this share
+#: of the median of their links within the site.
+NODE_LINK_SHARE = 0.5
+
+
+def node_groups(comm: np.ndarray, cluster: np.ndarray) -> np.ndarray | None:
+    """Per GPU the index (0, 1, ... within its site) of its group: the components of the
+    GPU pairs of a site linked both ways in under :data:`NODE_LINK_SHARE` of either's
+    median link within the site (the nodes of a cloud region, whose links inside are an
+    order faster than those between them); a site where no pair stands out is one group.
+    None when no site has two or more groups: no such structure to use. Any partition gives valid
+    bounds; this one makes them strong."""
+    comm = np.asarray(comm, np.float64)
+    cl = np.asarray(cluster, np.int64)
+    both = np.maximum(comm, comm.T)
+    out = np.zeros(cl.size, np.int64)
+    split = False
+    for s in np.unique(cl):
+        members = np.nonzero(cl == s)[0]
+        if members.size < 2:
+            continue
+        d = both[np.ix_(members, members)].copy()
+        np.fill_diagonal(d, np.inf)
+        fin = np.where(np.isfinite(d), d, np.nan)
+        med = np.nanmedian(fin, axis=1) if np.isfinite(fin).any() else np.full(members.size,
+                                                                              np.nan)
+        near = d < NODE_LINK_SHARE * np.minimum(med[:, None], med[None, :])
+        # Components by label propagation (site sizes are small: at most a few hundred).
+        label = np.arange(members.size)
+        changed = True
+        while changed:
+            new = np.minimum(label, np.min(np.where(near, label[None, :], members.size),
+                                           axis=1))
+            changed = bool(np.any(new != label))
+            label = new
+        _, idx = np.unique(label, return_inverse=True)
+        if np.bincount(idx).max() < 2:
+            continue  # no pair stands out (one node, or a flat site): one group
+        out[members] = idx
+        split = split or idx.max() >= 1
+    return out if split else None
+
+
 def layer_cap_table(c: Coefficients, layers: int, q_max: int) -> tuple[np.ndarray, np.ndarray]:
     """Per-Q layer caps, rows 0..q_max (row 0 = row 1), clipped to [0, layers]: (mid, last).
 

@@ -467,3 +467,44 @@ def test_path_minimisers_are_plans_on_their_path(seed: int, lam: float) -> None:
     assert seen >= 4
     with pytest.raises(ValueError, match="once"):
         next(parametric.path_minimisers(c, inst.layers, cl, w, (0, 1, 0), root.open_boxes))
+
+
+def test_node_groups_find_cloud_nodes_only() -> None:
+    # Hand-made: one site of four GPUs, pairs (0, 1) and (2, 3) linked ten times faster.
+    comm = np.full((4, 4), 1.0)
+    comm[0, 1] = comm[1, 0] = comm[2, 3] = comm[3, 2] = 0.1
+    np.fill_diagonal(comm, np.inf)
+    assert bounds.node_groups(comm, np.zeros(4, np.int64)).tolist() == [0, 0, 1, 1]
+    assert bounds.node_groups(np.where(comm < 1, 1.0, comm), np.zeros(4, np.int64)) is None
+    inst = Instance.from_dict(generators.by_family("cloud", 64, 16, 5))
+    cl = bounds.clusters(inst)
+    groups = bounds.node_groups(np.asarray(inst.coefficients().comm_ms), cl)
+    assert groups is not None
+    nodes = [generators.cloud_node_of(g.id) for g in inst.gpus]
+    pairs = set(zip(zip(cl.tolist(), groups.tolist(), strict=True), nodes, strict=True))
+    assert len(pairs) == len(set(nodes)) == len({(int(a), int(b)) for a, b in
+                                                 zip(cl, groups, strict=True)})
+    for fam in ("metro", "geo"):
+        other = Instance.from_dict(generators.by_family(fam, 32, 16, 5))
+        assert bounds.node_groups(np.asarray(other.coefficients().comm_ms),
+                                  bounds.clusters(other)) is None
+
+
+@pytest.mark.parametrize("lam", [1.0, 0.5])
+@pytest.mark.parametrize("seed", range(6))
+def test_two_level_bound_reaches_the_optimum_on_small_clouds(seed: int, lam: float) -> None:
+    """Two regions of two 2-GPU nodes: the two-level bound never exceeds brute force's
+    optimum, reaches it (on these seeds), and is never below the site-level search."""
+    inst = Instance.from_dict(generators.by_family("cloud", 8, 8, seed, node_size=2,
+                                                   n_sites=2, lam=lam))
+    ev = Evaluator(inst)
+    opt = solve(ev.instance, "bruteforce", seed=0, time_limit=600, threads=1)
+    assert opt.status == "optimal" and opt.objective is not None
+    pb = parametric.instance_bound(ev.instance, None, 1.0, math.inf)
+    assert pb.levels is not None and pb.levels["sites"] == 2
+    assert pb.value <= opt.objective * (1 + 1e-12)
+    assert pb.value >= opt.objective * (1 - 1e-6)  # the box resolution
+    flat = parametric_bound(inst.coefficients(), inst.layers, bounds.clusters(inst),
+                            ev.weights)
+    assert pb.value >= flat.value * (1 - 1e-12)
+    assert "two_level" in pb.summary()
