@@ -25,7 +25,7 @@ import numpy as np
 
 from formulations.site_paths import improve_on_site_paths
 from geoplan.cost import bounds, evaluate
-from geoplan.cost.parametric import ParametricBound, proves, refine_by_sites
+from geoplan.cost.parametric import ParametricBound, instance_bound, proves, refine_by_sites
 from geoplan.errors import InputError
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
@@ -54,6 +54,11 @@ class SiteSearchParams(SolverParams):
                                  "the sites used and their order (geoplan.cost.site_branching; "
                                  "its path nodes also yield plans), within the bound's share "
                                  "of the budget left")
+
+
+#: The parametric search runs again after the site-path plans improve on the incumbent
+#: when it took at most this share of the budget left.
+_RERUN_SHARE = 0.25
 
 
 def subset_instance(instance: Instance, labels: Sequence[int]) -> Instance | None:
@@ -132,6 +137,7 @@ def after_bound(instance: Instance, options: SolveOptions, params: SiteSearchPar
     ``site_subsets`` and the bound's summary. Returns (the bound, the best plan, whether
     the bound proves it)."""
     subset_share = params.site_subsets_share if params.site_subsets else 0.0
+    rerun_share = bound_share
     if not params.site_branching:
         bound_share = 0.0
 
@@ -149,6 +155,18 @@ def after_bound(instance: Instance, options: SolveOptions, params: SiteSearchPar
             record()
             if proves(pb.floor, best[1]):
                 return pb, best, True
+            if pb.seconds <= _RERUN_SHARE * options.remaining():
+                # A search that cheap runs again with the better plan: close to the
+                # incumbent it splits finer, and the last digits decide a proof (cloud
+                # N=512 L=128 seed 5: 1.3e-7 short, then proven, in 11 s).
+                again = instance_bound(instance, best[1], rerun_share, options.remaining(),
+                                       options.stopped)
+                if again.value > pb.value:
+                    pb = again
+                    info["parametric"] = pb.summary()
+                    record()
+                if proves(pb.floor, best[1]):
+                    return pb, best, True
     if bound_share > 0 and not options.stopped():
         refined = refine_by_sites(instance, pb, None if best is None else best[1],
                                   bound_share, options.remaining(), options.stopped)

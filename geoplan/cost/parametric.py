@@ -657,6 +657,10 @@ class ParametricBound:
     plan_objective: float | None = None
     #: What the two-level search found (:func:`two_level_bound`; None: not run).
     levels: dict[str, object] | None = None
+    #: With the two-level search: per site (cluster label) whose own search ran, the node
+    #: groups (:func:`geoplan.cost.bounds.node_groups`, labels within the site) its least
+    #: boxes' minimisers use, like :attr:`site_sets` one level down (a primal hint).
+    node_sets: tuple[tuple[int, tuple[tuple[int, ...], ...]], ...] = ()
 
     @property
     def floor(self) -> float:
@@ -1556,8 +1560,10 @@ def two_level_bound(instance: Instance, groups: np.ndarray, incumbent: float | N
         parts.append((multi, multi.site_sets))
     parts.sort(key=lambda t: t[0].value)
     sets: list[tuple[int, ...]] = []
-    for _, ss in parts:
-        sets += [x for x in ss if x not in sets]
+    ub = _INF if incumbent is None else incumbent
+    for pb, ss in parts:
+        if pb.value < ub:  # a part at the incumbent holds no better plan to point at
+            sets += [x for x in ss if x not in sets]
     found = [pb for pb, _ in parts]
     return ParametricBound(
         min((pb.value for pb in found), default=_INF), sum(pb.boxes for pb in found),
@@ -1566,7 +1572,8 @@ def two_level_bound(instance: Instance, groups: np.ndarray, incumbent: float | N
         tuple(sorted((b for pb in found for b in pb.open_boxes), key=lambda b: b.bound)),
         None if multi is None else multi.transitions, tuple(sets),
         levels={"sites": len(found) - (multi is not None), "one_site_bound": one_site,
-                "multi_site_bound": None if multi is None else multi.value})
+                "multi_site_bound": None if multi is None else multi.value},
+        node_sets=tuple((ss[0][0], pb.site_sets) for pb, ss in parts if pb is not multi))
 
 
 def refine_by_sites(instance: Instance, pb: ParametricBound, incumbent: float | None,
