@@ -972,14 +972,19 @@ class _Boxes:
     def minimiser_sites(self, qa: int, qb: int, za: float, zb: float,
                         cases: tuple[tuple[float, float], ...]) -> tuple[int, ...]:
         """The site indices the relaxed minimiser of the box's least case uses (with the
-        current prices; () when the mask code cannot say: more than 15 sites)."""
-        if self.n_sites > 15 or not self.n_sites:
+        current prices; beyond 15 sites, where the mask code cannot say, read off the
+        minimiser of the search's last DP by a traceback)."""
+        if not self.n_sites:
             return ()
         case = 1 if cases[1][0] <= cases[0][0] else 0
         with self._no_hints():
             v, _ = self._evaluate_case(qa, qb, za, zb, 0.0, case)
         if not math.isfinite(v):
             return ()
+        if self.n_sites > 15:
+            gsite = np.empty(self.comp.size, np.int64)
+            gsite[self.order] = self.pos_site
+            return tuple(sorted({int(gsite[g]) for g, _, _ in self.minimiser()}))
         return tuple(i for i in range(self.n_sites) if (self.code >> (4 * i)) & 15)
 
     def zmin(self, qa: int, qb: int) -> float:

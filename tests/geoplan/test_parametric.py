@@ -508,3 +508,19 @@ def test_two_level_bound_reaches_the_optimum_on_small_clouds(seed: int, lam: flo
                             ev.weights)
     assert pb.value >= flat.value * (1 - 1e-12)
     assert "two_level" in pb.summary()
+
+
+def test_site_sets_beyond_fifteen_sites() -> None:
+    """With more sites than the mask code holds (20 nodes as sites), the minimisers' sites
+    are read off a traceback: distinct, sorted sets of existing labels."""
+    inst = Instance.from_dict(generators.by_family("cloud", 40, 16, 3, node_size=2,
+                                                   n_sites=1))
+    ev = Evaluator(inst)
+    c = inst.coefficients()
+    groups = bounds.node_groups(np.asarray(c.comm_ms), bounds.clusters(inst))
+    assert groups is not None and len(set(groups.tolist())) == 20
+    pb = parametric_bound(c, inst.layers, groups, ev.weights, max_boxes=100)
+    assert pb.site_sets
+    assert len(set(pb.site_sets)) == len(pb.site_sets)
+    for used in pb.site_sets:
+        assert list(used) == sorted(set(used)) and set(used) <= set(groups.tolist())
