@@ -1510,12 +1510,11 @@ def instance_bound(instance: Instance, incumbent: float | None, share: float, re
     where its sites hold nodes (:func:`geoplan.cost.bounds.node_groups`)."""
     deadline = time.perf_counter() + share * remaining if math.isfinite(remaining) else None
     c, cluster = instance.coefficients(), bounds.clusters(instance)
-    weights = ObjectiveWeights.from_instance(instance)
     groups = bounds.node_groups(np.asarray(c.comm_ms), cluster)
     if groups is not None:
         return two_level_bound(instance, groups, incumbent, deadline, stop, progress)
-    return parametric_bound(c, instance.layers, cluster, weights, incumbent=incumbent,
-                            deadline=deadline, stop=stop, progress=progress)
+    return parametric_bound(c, instance.layers, cluster, ObjectiveWeights.from_instance(instance),
+                            incumbent=incumbent, deadline=deadline, stop=stop, progress=progress)
 
 
 def two_level_bound(instance: Instance, groups: np.ndarray, incumbent: float | None,
