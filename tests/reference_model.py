@@ -21,7 +21,7 @@ import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import pairwise, permutations
+from itertools import groupby, islice, pairwise, permutations
 from typing import Any
 
 import numpy as np
@@ -288,12 +288,12 @@ def compositions(total: int, parts: int) -> list[tuple[int, ...]]:
 #
 # Every plan of the space (paper 6.5): for Q = 1..min(N, L), every ordered choice of Q
 # distinct GPUs (itertools.permutations, in the instance's GPU order) times every
-# composition of L into Q positive parts (lexicographic). For one GPU order all
-# compositions are priced at once with numpy, from the same per-stage quantities the
-# evaluator uses (compute_s, transfer_s, stage_memory_bytes, capacity_bytes): each is
-# linear in the stage's layer count n, so stage q costs n * (its value at n = 1) plus
-# its fixed part. tests/geoplan/test_reference.py holds this against evaluate_ref plan
-# by plan.
+# composition of L into Q positive parts (lexicographic). All compositions of a block of
+# GPU orders of one length are priced at once with numpy, from the same per-stage
+# quantities the evaluator uses (compute_s, transfer_s, stage_memory_bytes,
+# capacity_bytes, each asked once per GPU or GPU pair): each is linear in the stage's
+# layer count n, so stage q costs n * (its value at n = 1) plus its fixed part.
+# tests/geoplan/test_properties.py holds this against evaluate_ref plan by plan.
 
 
 def space_size(n_gpus: int, layers: int) -> int:
@@ -327,49 +327,85 @@ class OrderPrices:
         return self.memory_ok & self.links_ok
 
 
-def price_order(instance: Json, order: Sequence[str], t_ref_ms: float | None = None,
-                e_ref_j: float | None = None) -> OrderPrices:
-    """Every composition of L into len(order) stages on the GPUs ``order``, priced at the
-    instance's micro-batch size."""
+@dataclass
+class BlockPrices:
+    """Every split of the L layers over each of P GPU orders of one length Q, priced.
+
+    Row p is GPU order p (indices into the instance's GPU list), column k the
+    composition ``counts[k]``; read row by row, the block is in enumeration order.
+    """
+
+    orders: np.ndarray  # (P, Q) GPU indices
+    counts: np.ndarray  # (K, Q) layer counts
+    t_iter_ms: np.ndarray  # (P, K) inf where a link is missing
+    e_iter_j: np.ndarray  # (P, K)
+    links_ok: np.ndarray  # (P,) every consecutive pair linked both ways
+    memory_ok: np.ndarray  # (P, K) every stage within its memory
+    objective: np.ndarray  # (P, K) eq. 16; inf where infeasible
+
+
+def price_orders(instance: Json, orders: np.ndarray, t_ref_ms: float | None = None,
+                 e_ref_j: float | None = None) -> BlockPrices:
+    """Every composition of L into Q stages on each GPU order (a (P, Q) array of indices
+    into ``instance["gpus"]``), priced at the instance's micro-batch size."""
     t = instance["training"]
     L = int(instance["model"]["layers"])
     u = int(t["micro_batch_size"])
     M = int(t["batch_size"]) / u
-    Q = len(order)
-    if len(set(order)) != Q:
-        raise ValueError(f"GPU order {order} repeats a GPU")
+    orders = np.asarray(orders, dtype=np.int64)
+    P, Q = orders.shape
+    if Q > 1 and (np.diff(np.sort(orders, axis=1), axis=1) == 0).any():
+        raise ValueError("a GPU order repeats a GPU")
+    ids = [g["id"] for g in instance["gpus"]]
+    gpus = instance["gpus"]
+    # Per GPU and per GPU pair, then gathered along each order.
+    per_layer_s = np.array([compute_s(instance, g, 1, u) for g in ids])[orders]  # (P, Q)
+    link_s = np.array([[transfer_s(instance, a, b, u) if a != b else math.inf for b in ids]
+                       for a in ids])
+    fwd = np.zeros((P, Q))
+    bwd = np.zeros((P, Q))
+    fwd[:, :-1] = link_s[orders[:, :-1], orders[:, 1:]]  # stage q -> q + 1
+    bwd[:, 1:] = link_s[orders[:, 1:], orders[:, :-1]]  # stage q -> q - 1
+    fixed_s = fwd + bwd + stage_overhead_s(instance)  # (P, Q)
+    links_ok = np.isfinite(fixed_s).all(axis=1)
     n = composition_array(L, Q).astype(float)  # (K, Q); no rows when Q > L
-    per_layer_s = np.array([compute_s(instance, g, 1, u) for g in order])
-    fixed_s = np.array([
-        (transfer_s(instance, order[q], order[q + 1], u) if q < Q - 1 else 0.0)
-        + (transfer_s(instance, order[q], order[q - 1], u) if q > 0 else 0.0)
-        + stage_overhead_s(instance)
-        for q in range(Q)
-    ])
-    links_ok = bool(np.isfinite(fixed_s).all())
-    comp = n * per_layer_s  # (K, Q) tau^comp
-    tau = comp + fixed_s
-    if links_ok:
-        t_iter_s = tau.sum(axis=1) + ((M - 1) * tau.max(axis=1) if M > 1 else 0.0)
-    else:
-        t_iter_s = np.full(len(n), math.inf)
-    gpus = [_gpu(instance, g) for g in order]
-    idle = sum(float(g["idle_w"]) for g in gpus)
-    dynamic = np.array([float(g["active_w"]) - float(g["idle_w"]) for g in gpus])
+    comp = n[None, :, :] * per_layer_s[:, None, :]  # (P, K, Q) tau^comp
+    tau = comp + fixed_s[:, None, :]
+    t_iter_s = tau.sum(axis=2) + ((M - 1) * tau.max(axis=2) if M > 1 else 0.0)
+    t_iter_s = np.where(links_ok[:, None], t_iter_s, math.inf)
+    idle_w = np.array([float(g["idle_w"]) for g in gpus])
+    idle = np.zeros(P)
+    for q in range(Q):  # summed stage by stage, as the evaluator does
+        idle = idle + idle_w[orders[:, q]]
+    dynamic = np.array([float(g["active_w"]) - float(g["idle_w"]) for g in gpus])[orders]
     with np.errstate(invalid="ignore"):  # inf * 0 W (a missing link, no idle power): nan
-        e_iter = t_iter_s * idle + M * (comp * dynamic).sum(axis=1)
+        e_iter = t_iter_s * idle[:, None] + M * (comp * dynamic[:, None, :]).sum(axis=2)
     # Mem_q = n * (its per-layer bytes at this Q) + the LM head on the last stage.
     per_layer_b = stage_memory_bytes(instance, 1, Q, False, u)
     head_b = np.array([stage_memory_bytes(instance, 0, Q, q == Q - 1, u) for q in range(Q)])
-    caps = np.array([capacity_bytes(g) for g in gpus])
-    memory_ok = (n * per_layer_b + head_b <= caps).all(axis=1)
+    caps = np.array([capacity_bytes(g) for g in gpus])[orders]  # (P, Q)
+    memory_ok = (n * per_layer_b + head_b <= caps[:, None, :]).all(axis=2)
     t_iter_ms = t_iter_s * 1e3
     value = objective_of(instance, t_iter_ms, e_iter, t_ref_ms, e_ref_j)
     if value is None:
         raise ValueError("0 < lambda < 1 needs t_ref_ms and e_ref_j (in the dict or given)")
-    objective = np.where(memory_ok & links_ok, value, math.inf)
-    return OrderPrices(tuple(order), n.astype(np.int64), t_iter_ms, e_iter, links_ok,
-                       memory_ok, objective)
+    feasible = memory_ok & links_ok[:, None]
+    objective = np.where(feasible, value, math.inf)
+    return BlockPrices(orders, n.astype(np.int64), t_iter_ms, e_iter, links_ok, memory_ok,
+                       objective)
+
+
+def price_order(instance: Json, order: Sequence[str], t_ref_ms: float | None = None,
+                e_ref_j: float | None = None) -> OrderPrices:
+    """Every composition of L into len(order) stages on the GPUs ``order``, priced at the
+    instance's micro-batch size."""
+    if len(set(order)) != len(order):
+        raise ValueError(f"GPU order {order} repeats a GPU")
+    index = {g["id"]: i for i, g in enumerate(instance["gpus"])}
+    b = price_orders(instance, np.array([[index[g] for g in order]]).reshape(1, len(order)),
+                     t_ref_ms, e_ref_j)
+    return OrderPrices(tuple(order), b.counts, b.t_iter_ms[0], b.e_iter_j[0],
+                       bool(b.links_ok[0]), b.memory_ok[0], b.objective[0])
 
 
 def gpu_orders(instance: Json) -> Iterable[tuple[str, ...]]:
@@ -378,6 +414,29 @@ def gpu_orders(instance: Json) -> Iterable[tuple[str, ...]]:
     L = int(instance["model"]["layers"])
     for q in range(1, min(len(ids), L) + 1):
         yield from permutations(ids, q)
+
+
+def order_blocks(instance: Json, orders: Iterable[Sequence[str]] | None = None,
+                 max_rows: int = 1 << 16) -> Iterable[np.ndarray]:
+    """``orders`` (default: :func:`gpu_orders`) as (P, Q) arrays of GPU indices, in order.
+
+    A block holds consecutive orders of one length, at most about ``max_rows`` plans.
+    """
+    N, L = len(instance["gpus"]), int(instance["model"]["layers"])
+    if orders is None:  # every order: permutations of the indices, in the same order
+        for q in range(1, min(N, L) + 1):
+            step = max(1, max_rows // len(composition_array(L, q)))
+            it = permutations(range(N), q)
+            while block := list(islice(it, step)):
+                yield np.array(block, dtype=np.int64).reshape(len(block), q)
+        return
+    index = {g["id"]: i for i, g in enumerate(instance["gpus"])}
+    for q, same_q in groupby(orders, key=len):
+        step = max(1, max_rows // max(1, len(composition_array(L, q)))) if q else 1
+        it = iter(same_q)
+        while block := list(islice(it, step)):
+            yield np.array([[index[g] for g in o] for o in block],
+                           dtype=np.int64).reshape(len(block), q)
 
 
 def plan_dict(order: Sequence[str], counts: Sequence[int]) -> Json:
@@ -415,19 +474,19 @@ def optimum_ref(instance: Json, t_ref_ms: float | None = None, e_ref_j: float | 
         N, L = len(instance["gpus"]), int(instance["model"]["layers"])
         if space_size(N, L) > max_plans:
             raise ValueError(f"f({N}, {L}) = {space_size(N, L)} plans is too many to enumerate")
-        orders = gpu_orders(instance)
+    ids = [g["id"] for g in instance["gpus"]]
     best = RefOptimum(math.inf, None, 0, 0)
-    for order in orders:
-        r = price_order(instance, order, t_ref_ms, e_ref_j)
-        best.plans += len(r.objective)
-        best.feasible += int(r.feasible.sum())
-        if not len(r.objective):
+    for block in order_blocks(instance, orders):
+        r = price_orders(instance, block, t_ref_ms, e_ref_j)
+        best.plans += r.objective.size
+        best.feasible += int((r.memory_ok & r.links_ok[:, None]).sum())
+        if not r.objective.size:
             continue
-        k = int(np.argmin(r.objective))  # first minimum
-        if r.objective[k] < best.objective:
-            best.objective = float(r.objective[k])
-            best.plan = plan_dict(order, r.counts[k])
-            best.t_iter_ms, best.e_iter_j = float(r.t_iter_ms[k]), float(r.e_iter_j[k])
+        p, k = np.unravel_index(int(np.argmin(r.objective)), r.objective.shape)  # first minimum
+        if r.objective[p, k] < best.objective:
+            best.objective = float(r.objective[p, k])
+            best.plan = plan_dict([ids[i] for i in r.orders[p]], r.counts[k])
+            best.t_iter_ms, best.e_iter_j = float(r.t_iter_ms[p, k]), float(r.e_iter_j[p, k])
     return best
 
 
@@ -460,15 +519,18 @@ def price_space(instance: Json, t_ref_ms: float | None = None,
     N, L = len(instance["gpus"]), int(instance["model"]["layers"])
     if space_size(N, L) > max_plans:
         raise ValueError(f"f({N}, {L}) = {space_size(N, L)} plans is too many to keep")
-    parts = [price_order(instance, order, t_ref_ms, e_ref_j) for order in gpu_orders(instance)]
+    ids = [g["id"] for g in instance["gpus"]]
+    blocks = [price_orders(instance, b, t_ref_ms, e_ref_j) for b in order_blocks(instance)]
+    K = [len(b.counts) for b in blocks]
     return RefSpace(
-        orders=[r.order for r in parts for _ in range(len(r.objective))],
-        counts=[tuple(int(c) for c in row) for r in parts for row in r.counts],
-        t_iter_ms=np.concatenate([r.t_iter_ms for r in parts]),
-        e_iter_j=np.concatenate([r.e_iter_j for r in parts]),
-        links_ok=np.concatenate([np.full(len(r.objective), r.links_ok) for r in parts]),
-        memory_ok=np.concatenate([r.memory_ok for r in parts]),
-        objective=np.concatenate([r.objective for r in parts]),
+        orders=[tuple(ids[i] for i in o) for b, k in zip(blocks, K, strict=True)
+                for o in b.orders for _ in range(k)],
+        counts=[tuple(int(c) for c in row) for b in blocks for _ in b.orders for row in b.counts],
+        t_iter_ms=np.concatenate([b.t_iter_ms.ravel() for b in blocks]),
+        e_iter_j=np.concatenate([b.e_iter_j.ravel() for b in blocks]),
+        links_ok=np.concatenate([np.repeat(b.links_ok, k) for b, k in zip(blocks, K, strict=True)]),
+        memory_ok=np.concatenate([b.memory_ok.ravel() for b in blocks]),
+        objective=np.concatenate([b.objective.ravel() for b in blocks]),
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import math
+import random
 
 import numpy as np
 import pytest
@@ -183,6 +184,38 @@ def test_reference_enumerator_is_the_minimum_of_the_reference_evaluator(d: dict)
             assert same(float(space.objective[k]), r.objective, 1e-12)
             best = min(best, r.objective)
     assert same(ref.optimum_ref(d).objective, best, 1e-12)
+
+
+@profile(40)
+@given(instances(max_gpus=4, max_layers=5, overhead=True), st.randoms(use_true_random=False))
+def test_reference_enumerator_blocks_price_each_order_as_alone(d: dict,
+                                                              rnd: random.Random) -> None:
+    """The enumerator prices many GPU orders of one length at once (numpy blocks); every
+    row is what price_order gives for its order alone, and optimum_ref over a list of
+    orders (mixed lengths, any sequence) is the first least plan of that list."""
+    space = ref.price_space(d)
+    k = 0
+    orders = list(ref.gpu_orders(d))
+    for order in orders:
+        r = ref.price_order(d, order)
+        K = len(r.objective)
+        assert space.orders[k:k + K] == [order] * K
+        assert space.counts[k:k + K] == [tuple(int(c) for c in row) for row in r.counts]
+        for got, want in ((space.t_iter_ms, r.t_iter_ms), (space.e_iter_j, r.e_iter_j),
+                          (space.objective, r.objective), (space.memory_ok, r.memory_ok)):
+            assert np.array_equal(got[k:k + K], want, equal_nan=True), (order, got, want)
+        assert (space.links_ok[k:k + K] == r.links_ok).all()
+        k += K
+    assert k == len(space)
+    some = rnd.sample(orders, rnd.randint(1, len(orders)))
+    best, plan = math.inf, None
+    for order in some:
+        r = ref.price_order(d, order)
+        if len(r.objective) and r.objective.min() < best:
+            j = int(np.argmin(r.objective))
+            best, plan = float(r.objective[j]), ref.plan_dict(order, r.counts[j])
+    got = ref.optimum_ref(d, orders=some)
+    assert (got.objective, got.plan) == (best, plan)
 
 
 # --------------------------------------------------------------------------- structure
