@@ -662,6 +662,14 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
             lambda b: record_bound(options, trace, known, max(b, floor)))
         info["parametric"] = pb.summary()
         floor = max(floor, pb.floor)
+        if pb.plan is not None:  # a plan the bound's own search found (node runs)
+            found = Plan.from_pairs(pb.plan)
+            idx, counts = found.gpu_indices(instance), list(found.layer_counts)
+            obj = sp.price(idx, counts)[0]
+            if obj < search.incumbent:
+                search.offer(idx, counts, obj)
+                trace.append(TraceRow(now(), search.incumbent, None))
+                cb.on_improvement(now(), search.incumbent, None)
     if options.deferred_start is not None and not (
             search.incumbent < _INF and parametric.proves(floor, search.incumbent)):
         # The deferred warm start, once the root's plans and bound prove nothing.

@@ -147,6 +147,15 @@ def after_bound(instance: Instance, options: SolveOptions, params: SiteSearchPar
         trace.append(TraceRow(options.elapsed(), inc, shown))
         options.callbacks.on_improvement(options.elapsed(), inc, shown)
 
+    if pb.plan is not None:
+        # A plan the bound's own search found (the node-run bound's minimisers are plans).
+        plan = Plan.from_pairs(pb.plan)
+        ev = evaluate(instance, plan)
+        if ev.feasible and (best is None or ev.objective < best[1]):
+            best = (plan, float(ev.objective))
+            record()
+            if proves(pb.floor, best[1]):
+                return pb, best, True
     if params.site_paths and pb.site_sets and not options.stopped():
         found, info["site_paths"] = improve_on_site_paths(
             instance, pb, best, params.site_paths_share * options.remaining(), options.stopped)

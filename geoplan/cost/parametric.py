@@ -114,7 +114,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numba import njit
 
-from geoplan.cost import bounds, transitions
+from geoplan.cost import bounds, node_runs, transitions
 from geoplan.cost.coefficients import Coefficients
 from geoplan.cost.weights import ObjectiveWeights
 from geoplan.errors import InputError
@@ -193,6 +193,9 @@ _CUT_MARGIN = 1e-9
 #: The share of :func:`two_level_bound`'s time its sites' own searches get (they are
 #: small pools: 1.3-2.9 s per region at cloud N=512).
 _SITE_PARTS_SHARE = 0.3
+#: The same for a site whose nodes the node-run bound takes (:mod:`geoplan.cost.node_runs`:
+#: exact, 1-4 s per region at cloud N=512, so it is worth the time where it runs long).
+_NODE_PARTS_SHARE = 0.6
 #: The price version of a start box not yet evaluated.
 _PENDING = -1
 
@@ -1537,6 +1540,7 @@ def two_level_bound(instance: Instance, groups: np.ndarray, incumbent: float | N
     c, cluster = instance.coefficients(), bounds.clusters(instance)
     labels = np.unique(cluster)
     parts: list[tuple[ParametricBound, tuple[tuple[int, ...], ...]]] = []
+    plan: tuple[tuple[str, int], ...] | None = None  # a better plan a site's search found
     for i, k in enumerate(labels.tolist()):
         keep = cluster == k
         try:
@@ -1545,13 +1549,22 @@ def two_level_bound(instance: Instance, groups: np.ndarray, incumbent: float | N
         except InputError:  # those GPUs cannot hold the model: no plan on that site alone
             continue
         now = time.perf_counter()
+        sc = sub.coefficients()
+        tab = node_runs.node_tables(sc, sub.layers, groups[keep]) \
+            if np.unique(groups[keep]).size >= 2 else None
+        node = tab is not None and tab.uniform
         until = None if deadline is None else now + max(deadline - now, 0.0) * \
-            _SITE_PARTS_SHARE / (labels.size - i)
+            (_NODE_PARTS_SHARE if node else _SITE_PARTS_SHARE) / (labels.size - i)
+        if tab is not None and node:
+            pb, hit = _node_part(instance, sub, tab, incumbent, until, stop)
+            if hit is not None and (incumbent is None or hit[1] < incumbent):
+                plan, incumbent = hit
+            parts.append((pb, ((int(k),),)))
+            continue
         # A search stopped at once still returns its root box's bound, so no site is left
         # without one (its plans would otherwise be unbounded).
-        pb = parametric_bound(sub.coefficients(), sub.layers, groups[keep],
-                              ObjectiveWeights.from_instance(sub), incumbent=incumbent,
-                              deadline=until, stop=stop)
+        pb = parametric_bound(sc, sub.layers, groups[keep], ObjectiveWeights.from_instance(sub),
+                              incumbent=incumbent, deadline=until, stop=stop)
         parts.append((pb, ((int(k),),)))
     one_site = min((pb.value for pb, _ in parts), default=_INF)
     multi = None
@@ -1575,9 +1588,49 @@ def two_level_bound(instance: Instance, groups: np.ndarray, incumbent: float | N
         all(pb.exhausted for pb in found),
         tuple(sorted((b for pb in found for b in pb.open_boxes), key=lambda b: b.bound)),
         None if multi is None else multi.transitions, tuple(sets),
+        plan=plan, plan_objective=None if plan is None else incumbent,
         levels={"sites": len(found) - (multi is not None), "one_site_bound": one_site,
-                "multi_site_bound": None if multi is None else multi.value},
-        node_sets=tuple((ss[0][0], pb.site_sets) for pb, ss in parts if pb is not multi))
+                "multi_site_bound": None if multi is None else multi.value,
+                "node_runs": sum(pb.levels is not None for pb in found),
+                "improved": plan is not None},
+        node_sets=tuple((ss[0][0], pb.site_sets) for pb, ss in parts
+                        if pb is not multi and pb.levels is None))
+
+
+def _node_part(instance: Instance, sub: Instance, tab: node_runs.NodeTables,
+               incumbent: float | None, deadline: float | None,
+               stop: Callable[[], bool] | None
+               ) -> tuple[ParametricBound, tuple[tuple[tuple[str, int], ...], float] | None]:
+    """The node-run bound (:mod:`geoplan.cost.node_runs`) of the plans on the site of pool
+    ``sub``, as a part of :func:`two_level_bound`, and the plan its least final box
+    gives (GPU id, layers per stage; priced by the evaluator on ``instance``), if any.
+    Cut short, it leaves one open box over the site's whole stage-count and bottleneck
+    range at its bound: its own boxes bound the relaxed bottleneck, not the plans'."""
+    from geoplan.cost.evaluate import evaluate
+    from geoplan.model.plan import Plan
+
+    sc = sub.coefficients()
+    res = node_runs.node_run_bound(tab, sub.layers, sc.micro_batches,
+                                   ObjectiveWeights.from_instance(sub), incumbent=incumbent,
+                                   deadline=deadline, stop=stop)
+    found = None
+    if res.runs:
+        pairs = node_runs.run_plan(tab, res.runs, res.q, res.z, sub.layers)
+        if pairs is not None:
+            ids = [g.id for g in sub.gpus]
+            plan = tuple((ids[g], n) for g, n in pairs)
+            ev = evaluate(instance, Plan.from_pairs(plan))
+            if ev.feasible:
+                found = (plan, float(ev.objective))
+    ub = _INF if incumbent is None else incumbent
+    boxes: tuple[Box, ...] = ()
+    if res.value < ub:
+        worst = bounds.tmax_worst(float(np.max(sc.comp_ms)), float(np.max(np.where(
+            np.isfinite(sc.comm_ms), sc.comm_ms, 0.0))), sub.layers, float(sc.overhead_ms))
+        boxes = (Box(res.value, 1, min(sc.n, sub.layers), 0.0, worst * (1 + 1e-9), 0.0),)
+    pb = ParametricBound(res.value, res.boxes, res.dp_calls, res.seconds, res.exhausted, boxes,
+                         levels={"node_runs": True})
+    return pb, found
 
 
 def refine_by_sites(instance: Instance, pb: ParametricBound, incumbent: float | None,

@@ -106,11 +106,15 @@ def test_milp_finds_the_optimum_through_site_paths() -> None:
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_on_cloud_nodes_the_plan_is_found_and_proven(seed: int) -> None:
-    """Cloud pools (two regions of two 4-GPU nodes): the least part of the two-level bound
-    is one region, whose node sets the path plans follow; the better plan makes the
-    bound run again, which then proves it (no MILP model needed)."""
-    inst = Instance.from_dict(generators.by_family("cloud", 16, 16, seed, node_size=4,
-                                                   n_sites=2))
+    """Cloud pools (two regions of two 4-GPU nodes) whose nodes hold unlike GPUs (one GPU
+    of each node a little slower, so the node-run bound is not used): the least part of
+    the two-level bound is one region, whose node sets the path plans follow; the better
+    plan makes the bound run again, which then proves it (no MILP model needed)."""
+    d = generators.by_family("cloud", 16, 16, seed, node_size=4, n_sites=2)
+    for g in d["gpus"]:
+        if g["id"].endswith("-g0"):
+            g["compute_util"] = round(0.97 * g["compute_util"], 3)
+    inst = Instance.from_dict(d)
     inst = resolve_normalisers(inst)
     start = metis_default_plan(inst)
     assert start is not None
