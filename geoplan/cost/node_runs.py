@@ -66,7 +66,8 @@ from geoplan.cost import bounds
 from geoplan.cost.coefficients import Coefficients
 from geoplan.cost.weights import ObjectiveWeights
 
-__all__ = ["NodeRunResult", "NodeTables", "node_run_bound", "node_tables", "run_plan"]
+__all__ = ["NodeRunResult", "NodeTables", "node_run_bound", "node_tables", "run_plan",
+           "warm_up"]
 
 _INF = math.inf
 _CAP_TOL = 1e-12
@@ -876,3 +877,26 @@ def _energy_search(se: _Search, zv: np.ndarray, top: int, ub: float, t0: float,
     value = min(heap[0][0], ub) if heap else ub
     return NodeRunResult(float(value), exhausted, n_boxes, se.dp_calls,
                          time.perf_counter() - t0, found, z_found, q_found)
+
+
+def warm_up() -> None:
+    """Compile (or load from numba's cache) every kernel of the search, with and without
+    energy, on a tiny pool of two 2-GPU nodes: the solver warm-up's tiny instance has no
+    nodes, and a cold compile inside a budget cut every region's search short (cloud
+    N=512: 10-20 s of compiling on two busy cores)."""
+    from geoplan.cost.evaluate import Evaluator
+    from geoplan.model import generators
+    from geoplan.model.instance import Instance
+
+    for lam in (1.0, 0.5):
+        inst = Evaluator(Instance.from_dict(generators.cloud(4, 4, 0, node_size=2, n_sites=1,
+                                                             lam=lam))).instance
+        c = inst.coefficients()
+        groups = bounds.node_groups(np.asarray(c.comm_ms), bounds.clusters(inst))
+        if groups is None:
+            groups = np.repeat(np.arange(2), 2)
+        tab = node_tables(c, inst.layers, groups)
+        res = node_run_bound(tab, inst.layers, c.micro_batches,
+                             ObjectiveWeights.from_instance(inst))
+        if res.runs:
+            run_plan(tab, res.runs, res.q, res.z, inst.layers)
