@@ -73,14 +73,19 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     ex_params, _ = exact_spec.parse_params(params.exact_params, where="params.exact")
     if options.warm_start or not exact_spec.defers_warm_start:
         return _memetic_first(instance, options, exact, fraction, ma_params, ex_params)
+    # The memetic parameters as given (checked above), not parsed: the core lays them over
+    # the memetic algorithm's warm-start defaults (one run, the paper's stop), which a
+    # parsed set would replace with its standalone defaults (restarts until its share of
+    # the budget is spent, time the exact model then lacks).
     ex = run(instance, exact, seed=options.seed, time_limit=options.remaining() or 1e-3,
              threads=options.threads, gap=options.gap, warm_start="memetic",
-             warm_start_fraction=fraction, warm_start_params=ma_params, params=ex_params,
-             callbacks=options.callbacks)
+             warm_start_fraction=fraction, warm_start_params=dict(params.memetic or {}),
+             params=ex_params, callbacks=options.callbacks)
     ws = ex.info.get("warm_start", {})
     info = {
         "memetic": {"ran": bool(ws.get("ran")), "objective": ws.get("objective"),
-                    "wall_s": ws.get("wall_s"), "started_s": ws.get("started_s")},
+                    "wall_s": ws.get("wall_s"), "started_s": ws.get("started_s"),
+                    "params": ws.get("params", {})},
         "exact": _exact_info(exact, ex, ws.get("accepted")),
     }
     return Outcome(ex.plan, ex.status, lower_bound=ex.lower_bound, trace=list(ex.trace),

@@ -13,8 +13,7 @@ from geoplan.model.instance import Instance
 from geoplan.solving.core import solve
 
 #: The memetic run inside the portfolio stops after 20 generations (all runs together).
-#: On geo6 its initial population already holds the optimum; its default stop would then
-#: spend about 12 s on 100 fresh runs that find nothing better (B&B asks for it, MILP and
+#: On geo6 its initial population already holds the optimum (B&B asks for it, MILP and
 #: CP-SAT prove geo6 without it). Status, objective, bound and the trace's rows are the
 #: same either way; the cap only makes the run short and independent of the clock.
 MA_CAP = {"memetic.max_generations": 20}
@@ -97,3 +96,17 @@ def test_portfolio_bad_param_from_cli_exits_2(tmp_path, capsys) -> None:
     err = capsys.readouterr().err
     assert code == 2
     assert err.startswith("geoplan: error: params.exact")
+
+
+def test_portfolio_memetic_run_takes_the_warm_start_defaults(geo6: Instance) -> None:
+    """The deferred memetic run is one run with the paper's stop (the memetic algorithm's
+    warm-start defaults), not its standalone restarts; a ``memetic.`` parameter given to
+    the portfolio still overrides them."""
+    base = {"exact": "milp", "exact.parametric": False}
+    res = solve(geo6, "portfolio", seed=3, time_limit=600, threads=1, params=base)
+    assert res.info["memetic"]["ran"] is True
+    assert res.info["memetic"]["params"]["stop"] == "paper"
+    given = solve(geo6, "portfolio", seed=3, time_limit=600, threads=1,
+                  params={**base, "memetic.stop": "budget", **MA_CAP})
+    assert given.info["memetic"]["params"]["stop"] == "budget"
+    assert given.objective == pytest.approx(res.objective, rel=1e-9)
