@@ -78,7 +78,6 @@ SX, FX, SL, FL = 0, 1, 2, 3
 #: GPU otherwise; middles always make two in-node sends.
 _ENDS = {SX: ((1, 1), (1, 1), (0, 2)), FX: ((1, 0), (1, 1), (0, 1)),
          SL: ((1, 1), (1, 0), (0, 1)), FL: ((1, 0), (1, 0), (0, 0))}
-_HOLDS_LAST = {SX: False, FX: False, SL: True, FL: True}
 
 
 @dataclass(frozen=True)
@@ -136,10 +135,17 @@ def node_tables(c: Coefficients, layers: int, groups: np.ndarray) -> NodeTables:
                and alike(last_g) and all(
                    bool(np.all(g_in[m] == g_in[m[0]]) and np.all(g_out[m] == g_out[m[0]]))
                    for m in members))
-    tables = NodeTables(
+    node_comp = np.array([comp[m].min() for m in members])
+    n = np.arange(1, L + 1, dtype=np.float64)
+    # Every relaxed stage time: n layers on a node with the sends of some role.
+    z = np.unique(np.concatenate([
+        n * node_comp[v] + s + float(c.overhead_ms) for v in range(n_v)
+        for s in (0.0, intra[v], inter[v], 2 * intra[v], intra[v] + inter[v], 2 * inter[v])
+        if math.isfinite(s)]))
+    return NodeTables(
         members=members,
         size=np.array([m.size for m in members], np.int64),
-        comp=np.array([comp[m].min() for m in members]),
+        comp=node_comp,
         intra=intra,
         inter=inter,
         idle=np.array([idle[m].min() for m in members]),
@@ -147,23 +153,9 @@ def node_tables(c: Coefficients, layers: int, groups: np.ndarray) -> NodeTables:
         mid=np.stack([mid_g[:, m].max(axis=1) for m in members], axis=1),
         last=np.stack([last_g[:, m].max(axis=1) for m in members], axis=1),
         overhead=float(c.overhead_ms),
-        z_values=np.empty(0),
+        z_values=z,
         uniform=uniform,
     )
-    sends = []
-    for v in range(n_v):
-        a, r = intra[v], inter[v]
-        sends.append([s for s in (0.0, a, r, 2 * a, a + r, 2 * r) if math.isfinite(s)])
-    n = np.arange(1, L + 1, dtype=np.float64)
-    z = np.unique(np.concatenate([n * tables.comp[v] + s + tables.overhead
-                                  for v in range(n_v) for s in sends[v]]))
-    return _with_z(tables, z)
-
-
-def _with_z(t: NodeTables, z: np.ndarray) -> NodeTables:
-    from dataclasses import replace
-
-    return replace(t, z_values=z)
 
 
 @njit(cache=True)
