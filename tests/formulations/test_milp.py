@@ -338,6 +338,20 @@ def test_highs_not_started_when_its_root_would_overrun_the_deadline() -> None:
     assert run.status == "optimal" and run.values is not None
 
 
+def test_highs_start_keeps_a_margin_over_the_root_estimate(monkeypatch: Any) -> None:
+    """HiGHS starts only when SHARED_CORE_MARGIN times the root's estimate fits."""
+    import formulations.highs_tools as ht
+
+    monkeypatch.setattr(ht, "analytic_centre_estimate", lambda nnz: 100.0)
+    inst = Instance.from_dict(by_family("geo", 6, 8, 0))
+    session = ht.HighsSession(milp.build_model(inst))
+    session.set_options(time_limit=60, rel_gap=1e-9, abs_gap=1e-9, threads=1, seed=0)
+    short = time.perf_counter() + 0.5 * (1 + ht.SHARED_CORE_MARGIN) * 100.0
+    assert session.run(deadline=short).reason == "not_started"
+    run = session.run(deadline=time.perf_counter() + 1.1 * ht.SHARED_CORE_MARGIN * 100.0)
+    assert run.status == "optimal"
+
+
 def test_analytic_centre_estimate_lies_above_the_measurements() -> None:
     """Pinned to what was measured on one core (formulations.highs_tools): a little high."""
     from formulations.highs_tools import analytic_centre_estimate
