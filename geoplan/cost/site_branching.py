@@ -64,6 +64,10 @@ ends a revisit adds are charged only through the walk prices, never in the caps 
 the bottleneck Z puts on their GPUs' layers. At metro N=64 L=48 lambda 1 (instance seed
 149) a 600 s branching ended after 79 s with 16 final nodes: 14 revisit nodes on five
 or six sites at 327.4-336.3 and two others, against a best plan of 336.37 (2.0 %).
+The residual of a walk split is final too: at lambda 0.5 on the same pool the least
+node after 75 s was the plans on three sites that step back twice or more (0.472519,
+0.70 % below the best plan); splitting it needs walks that visit a site three times,
+which :func:`~geoplan.cost.parametric._walk_dp` does not hold.
 """
 
 from __future__ import annotations
