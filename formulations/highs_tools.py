@@ -144,6 +144,11 @@ class HighsSession:
         """Whether any column is integer (HiGHS then runs its MIP solver)."""
         return self._is_mip
 
+    def root_wait(self) -> float:
+        """Seconds a MIP run needs before its root can be interrupted: the analytic-centre
+        estimate, taken :data:`SHARED_CORE_MARGIN` times."""
+        return SHARED_CORE_MARGIN * analytic_centre_estimate(self.highs.getNumNz())
+
     def set_options(
         self,
         *,
@@ -222,8 +227,7 @@ class HighsSession:
         """
         start = time.perf_counter()
         h = self.highs
-        if deadline is not None and self.is_mip and \
-                start + SHARED_CORE_MARGIN * analytic_centre_estimate(h.getNumNz()) > deadline:
+        if deadline is not None and self.is_mip and start + self.root_wait() > deadline:
             # The root's analytic centre cannot be interrupted: a run started now would
             # overrun the deadline (at N=256 by about a minute) to give at best a root bound.
             return HighsRun(status="stopped", reason="not_started", objective=None,

@@ -218,10 +218,8 @@ def solve_slice(instance: Instance, sl: Slice, incumbent: dict[str, Any] | None,
     run = session.run(deadline=t0 + time_limit)
     seconds = time.perf_counter() - t0
     if run.reason == "not_started":
-        from formulations.highs_tools import SHARED_CORE_MARGIN, analytic_centre_estimate
-
-        need = SHARED_CORE_MARGIN * analytic_centre_estimate(session.highs.getNumNz())
-        return SliceResult(False, sl.bound, None, None, seconds, 0, run.reason, seconds + need)
+        return SliceResult(False, sl.bound, None, None, seconds, 0, run.reason,
+                           seconds + session.root_wait())
     lower = below_tolerance(run.dual_bound) if run.dual_bound is not None else -math.inf
     if run.status == "infeasible":
         # No plan of the slice beats the cutoff (up to HiGHS's feasibility tolerance).
