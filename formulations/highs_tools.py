@@ -24,7 +24,7 @@ import pyomo.environ as pyo
 from pyomo.contrib.solver.solvers.highs import Highs as PyomoHighs
 
 from geoplan.errors import SolverError
-from geoplan.solving.stop import StopFlag, call_stoppable
+from geoplan.solving.stop import NativeCallAbandoned, StopFlag, call_stoppable
 
 __all__ = ["DEADLINE_SLACK_S", "HighsRun", "HighsSession", "analytic_centre_estimate",
            "reset_scheduler"]
@@ -32,6 +32,11 @@ __all__ = ["DEADLINE_SLACK_S", "HighsRun", "HighsSession", "analytic_centre_esti
 #: How long past its deadline a run may go before the interrupt callbacks stop it
 #: (HiGHS's own time limit, set to the same moment, normally acts first).
 DEADLINE_SLACK_S = 0.5
+#: How long past its deadline a run is waited for before it is abandoned: some of
+#: HiGHS's root work looks at no interrupt (the analytic centre, a line-search rounding
+#: heuristic that ran 120 s at geo N=256 L=128 lambda 0.5, instance seed 109, started
+#: with 67 s left), and a solver must return near its budget.
+ABANDON_AFTER_S = 2.0
 #: A MIP is started only if this many times :func:`analytic_centre_estimate` fits before
 #: its deadline: the estimate is a one-core measurement, and with two solver runs on two
 #: cores the wait was seen to take twice as long (metro N=128 L=96 lambda 0.5, instance
@@ -100,9 +105,16 @@ def reset_scheduler() -> None:
 
     HiGHS sizes one global scheduler on its first run and rejects a different
     ``threads`` option afterwards. Solves in one process run one after another
-    (the solver contract), so resetting before each run is safe.
+    (the solver contract), so resetting before each run is safe, except while an
+    abandoned run (:data:`ABANDON_AFTER_S`) still unwinds on it: then it is kept.
     """
-    highspy.Highs.resetGlobalScheduler(True)
+    _left_behind[:] = [t for t in _left_behind if t.is_alive()]
+    if not _left_behind:
+        highspy.Highs.resetGlobalScheduler(True)
+
+
+#: Helper threads of abandoned runs, until they return (:func:`reset_scheduler`).
+_left_behind: list[threading.Thread] = []
 
 
 class HighsSession:
@@ -126,6 +138,8 @@ class HighsSession:
         # From the model, not HiGHS's LP (getLp copies it: 3 M nonzeros at N=256).
         self._is_mip = any(not v.is_continuous() for v in self._vars.values())
         self._start_given = False
+        #: Set when a run was abandoned: its thread may still use ``highs``.
+        self.abandoned = False
         self.log: list[str] = []
         self.highs.setOptionValue("log_to_console", False)
         self.highs.cbLogging.subscribe(self._on_log)
@@ -223,8 +237,14 @@ class HighsSession:
         interrupt callbacks stop HiGHS. A MIP whose root analytic centre (which
         nothing interrupts, :func:`analytic_centre_estimate`, taken
         :data:`SHARED_CORE_MARGIN` times) would end past the deadline is not started:
-        status ``stopped``, reason ``not_started``.
+        status ``stopped``, reason ``not_started``. A run still going
+        :data:`ABANDON_AFTER_S` past the deadline (in root work that looks at no
+        interrupt) is abandoned: status ``stopped``, reason ``abandoned``, the best bound
+        seen and no incumbent (HiGHS's own may hold slack that only :meth:`polish`
+        removes, and the session can no longer be used: :attr:`abandoned`).
         """
+        if self.abandoned:
+            raise SolverError("this HiGHS session's last run was abandoned and may still run")
         start = time.perf_counter()
         h = self.highs
         if deadline is not None and self.is_mip and start + self.root_wait() > deadline:
@@ -268,14 +288,33 @@ class HighsSession:
             h.cbIpmInterrupt.subscribe(user_interrupt)
         self.log.clear()
         reset_scheduler()
-        try:
-            run_status = h.run() if stop is None else call_stoppable(h.run, stop, cancel.set)
-        finally:
+        abandon_at = None if deadline is None else deadline + ABANDON_AFTER_S
+        def detach() -> None:
             h.cbMipImprovingSolution.unsubscribe(improving)
             h.cbMipInterrupt.unsubscribe(interrupt)
             if watch:
                 h.cbSimplexInterrupt.unsubscribe(user_interrupt)
                 h.cbIpmInterrupt.unsubscribe(user_interrupt)
+
+        try:
+            if not watch:
+                run_status = h.run()
+            else:
+                run_status = call_stoppable(h.run, stop or StopFlag(), cancel.set,
+                                            abandon_at=abandon_at)
+        except NativeCallAbandoned as exc:
+            # The callbacks stay subscribed: the thread still runs HiGHS, which calls them
+            # (and is interrupted by them) once it looks at an interrupt again.
+            _left_behind.append(exc.thread)
+            self.abandoned = True
+            return HighsRun(status="stopped", reason="abandoned", objective=None,
+                            dual_bound=best_bound if math.isfinite(best_bound) else None,
+                            values=None, start_accepted=None,
+                            seconds=time.perf_counter() - start, nodes=0, log=list(self.log))
+        except BaseException:
+            detach()
+            raise
+        detach()
         seconds = time.perf_counter() - start
 
         model_status = h.getModelStatus()
@@ -337,6 +376,8 @@ class HighsSession:
         integer assignment. Leaves the session holding that LP. Returns
         (objective, column values), or None if the LP fails.
         """
+        if self.abandoned:
+            return None
         h = self.highs
         lp = h.getLp()
         ints = np.array(

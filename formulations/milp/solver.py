@@ -351,7 +351,8 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         # HiGHS kept no incumbent (start rejected, or not started); the known plan is valid.
         why = ("HiGHS not started: its root's analytic centre cannot be interrupted and "
                "would end past the budget" if run.reason == "not_started"
-               else f"HiGHS found no solution ({run.reason})")
+               else "HiGHS abandoned past the budget, in root work it does not interrupt"
+               if run.reason == "abandoned" else f"HiGHS found no solution ({run.reason})")
         return Outcome(
             best[0],
             "feasible",

@@ -30,8 +30,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-__all__ = ["StopFlag", "active_stop", "call_stoppable", "current_stop", "stop_scope",
-           "test_stop_after"]
+__all__ = ["NativeCallAbandoned", "StopFlag", "active_stop", "call_stoppable", "current_stop",
+           "stop_scope", "test_stop_after"]
 
 T = TypeVar("T")
 
@@ -150,14 +150,25 @@ def stop_scope(flag: StopFlag | None = None, *, signals: bool = True) -> Iterato
                 signal.signal(signum, old)
 
 
+class NativeCallAbandoned(Exception):
+    """A native call did not return by its ``abandon_at`` moment; ``thread`` still runs it."""
+
+    def __init__(self, thread: threading.Thread) -> None:
+        super().__init__("native call abandoned")
+        self.thread = thread
+
+
 def call_stoppable(fn: Callable[[], T], stop: StopFlag, cancel: Callable[[], None],
-                   poll: float = 0.05) -> T:
+                   poll: float = 0.05, abandon_at: float | None = None) -> T:
     """Run the blocking native call ``fn()`` in a helper thread; ``cancel()`` on a stop.
 
     The calling thread waits in Python, so signal handlers run at once even
     while ``fn`` is deep in C++; ``cancel`` must ask the native solver to
     return (it is never killed). ``fn``'s result is returned, its exception
-    re-raised.
+    re-raised. ``abandon_at`` (``time.perf_counter()``): if ``fn`` is still
+    running then, ``cancel()`` is called and :class:`NativeCallAbandoned` raised;
+    the helper thread (a daemon) goes on until the native code next looks at its
+    interrupt, and the caller must not touch what it uses.
     """
     box: dict[str, Any] = {}
 
@@ -171,6 +182,9 @@ def call_stoppable(fn: Callable[[], T], stop: StopFlag, cancel: Callable[[], Non
     with stop.on_stop(cancel):
         th.start()
         while th.is_alive():
+            if abandon_at is not None and time.perf_counter() >= abandon_at:
+                cancel()
+                raise NativeCallAbandoned(th)
             th.join(poll)
     if "error" in box:
         raise box["error"]

@@ -352,6 +352,78 @@ def test_highs_start_keeps_a_margin_over_the_root_estimate(monkeypatch: Any) -> 
     assert run.status == "optimal"
 
 
+def _stuck_highs(session: Any) -> Any:
+    """Make ``session``'s HiGHS hang in its first log line, as in root work that looks at
+    no interrupt, until the returned event is set."""
+    import threading
+
+    release = threading.Event()
+    session.highs.cbLogging.subscribe(lambda _event: release.wait(60.0))
+    return release
+
+
+def test_highs_run_is_abandoned_past_its_deadline(monkeypatch: Any) -> None:
+    """A run that does not return past its deadline (HiGHS stuck where no interrupt
+    reaches it) is abandoned: no incumbent, the session refuses further use, and the
+    global scheduler is kept until the abandoned thread returns."""
+    import formulations.highs_tools as ht
+    from geoplan.errors import SolverError
+
+    monkeypatch.setattr(ht, "ABANDON_AFTER_S", 0.05)
+    inst = Instance.from_dict(by_family("geo", 6, 8, 0))
+    session = ht.HighsSession(milp.build_model(inst))
+    session.set_options(time_limit=60, rel_gap=1e-9, abs_gap=1e-9, threads=1, seed=0)
+    release = _stuck_highs(session)
+    resets: list[bool] = []
+    monkeypatch.setattr(ht.highspy.Highs, "resetGlobalScheduler", lambda _b: resets.append(_b))
+    run = session.run(deadline=time.perf_counter() + 0.1)
+    assert (run.status, run.reason, run.objective, run.values) == (
+        "stopped", "abandoned", None, None)
+    assert session.abandoned and session.polish(np.zeros(session.num_cols)) is None
+    with pytest.raises(SolverError, match="abandoned"):
+        session.run()
+    n_resets = len(resets)
+    ht.reset_scheduler()  # the abandoned run still uses the scheduler: kept
+    assert len(resets) == n_resets
+    release.set()
+    for th in list(ht._left_behind):
+        th.join(60.0)
+    ht.reset_scheduler()
+    assert len(resets) == n_resets + 1
+
+
+def test_milp_returns_the_start_plan_when_highs_is_abandoned(monkeypatch: Any) -> None:
+    """The MILP answers near its budget with the plan and bound it had when HiGHS
+    hangs past the deadline, and says so."""
+    import formulations.highs_tools as ht
+    from geoplan.cost.baseline import metis_default_plan
+
+    monkeypatch.setattr(ht, "ABANDON_AFTER_S", 0.05)
+    original = ht.HighsSession.run
+    released: list[Any] = []
+
+    def hanging_run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        released.append(_stuck_highs(self))
+        kwargs["deadline"] = time.perf_counter() + 0.1
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(ht.HighsSession, "run", hanging_run)
+    inst = Instance.from_dict(by_family("metro", 12, 16, 0))
+    start = metis_default_plan(inst)
+    assert start is not None
+    try:
+        r = solve(inst, "milp", seed=0, time_limit=30.0, threads=1, warm_start=start,
+                  params={"heuristic": False, "parametric": False})
+    finally:
+        for ev in released:
+            ev.set()
+        for th in list(ht._left_behind):
+            th.join(60.0)
+    assert (r.status, r.plan) == ("feasible", start)
+    assert "HiGHS abandoned" in (r.message or "")
+    assert r.info["highs"]["status"] == "abandoned"
+
+
 def test_analytic_centre_estimate_lies_above_the_measurements() -> None:
     """Pinned to what was measured on one core (formulations.highs_tools): a little high."""
     from formulations.highs_tools import analytic_centre_estimate

@@ -135,6 +135,21 @@ def test_call_stoppable_cancels_and_returns() -> None:
     assert time.perf_counter() - t0 < 10
 
 
+def test_call_stoppable_abandons_a_call_that_ignores_its_cancel() -> None:
+    """Past ``abandon_at`` the call is cancelled and left to its thread."""
+    from geoplan.solving.stop import NativeCallAbandoned
+
+    release = threading.Event()
+    cancelled: list[bool] = []
+    with pytest.raises(NativeCallAbandoned) as caught:
+        call_stoppable(lambda: release.wait(30), StopFlag(), lambda: cancelled.append(True),
+                       abandon_at=time.perf_counter())
+    assert cancelled == [True] and caught.value.thread.is_alive()
+    release.set()
+    caught.value.thread.join(30)
+    assert not caught.value.thread.is_alive()
+
+
 @pytest.mark.parametrize("solver", ["milp", "cpsat"])
 def test_a_build_with_no_budget_left_is_abandoned(solver: str) -> None:
     """An already-expired budget (a stop before the model exists): the build gives up and
