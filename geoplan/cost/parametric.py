@@ -80,8 +80,9 @@ visited twice (a *walk*), joining that site's two runs would turn two sends to k
 sites into intra-site ones, and the join is what weakens the bound (metro N=64 L=48
 lambda 1, instance seed 73: the walk B H A H, joined, stayed 0.45 % below the best
 plan). So :func:`_walk_dp` keeps every visit's run apart: its state per site is the
-pair of its runs' states (ends placed, middles), each GPU takes a role in one of the
-runs, priced by that run's neighbouring sites. Its minimiser is a pipeline too.
+tuple of its runs' states (ends placed, middles; a site is visited at most
+:data:`MAX_VISITS` times), each GPU takes a role in one of the runs, priced by that
+run's neighbouring sites. Its minimiser is a pipeline too.
 
 **Stage count.** The box's Q range enters by Lagrange multiplier: with a
 price ``mu`` per stage, ``V(mu) = min (cost + mu k)`` over configurations of
@@ -267,7 +268,7 @@ def _links_to(comm: np.ndarray, cluster: np.ndarray, g: int, js: np.ndarray,
 def _walk_tables(comm: np.ndarray, cluster: np.ndarray, order: np.ndarray,
                  walk: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """What :func:`_walk_dp` needs of the plans whose runs visit the sites in the order
-    ``walk`` (each site at most twice): per position the runs its site holds; per
+    ``walk`` (each site at most :data:`MAX_VISITS` times): per position the runs its site holds; per
     GPU, run of its site and walk role the least the role's sends cost (intra-site sends
     on the site, the send back to the site before that visit, forward to the one after;
     inf: not allowed); per GPU and run whether that run ends with the last stage."""
@@ -277,10 +278,11 @@ def _walk_tables(comm: np.ndarray, cluster: np.ndarray, order: np.ndarray,
     visits: dict[int, list[int]] = {}
     for i, k in enumerate(walk):
         visits.setdefault(int(k), []).append(i)
-    if max(len(v) for v in visits.values()) > 2:
-        raise ValueError(f"a site walk visits each site at most twice: {walk}")
-    prices = np.full((n, 2, _WALK_ROLES), _INF)
-    is_last = np.zeros((n, 2), np.bool_)
+    most = max(len(v) for v in visits.values())
+    if most > MAX_VISITS:
+        raise ValueError(f"a site walk visits each site at most {MAX_VISITS} times: {walk}")
+    prices = np.full((n, max(most, 2), _WALK_ROLES), _INF)
+    is_last = np.zeros((n, max(most, 2)), np.bool_)
     for g in range(n):
         js = np.nonzero(both[g])[0]
         d_all = np.sort(comm[g, js[cluster[js] == cluster[g]]])
@@ -503,12 +505,15 @@ def _relaxation_dp(L, order, site_last, site_pow, site_price, comp, prices, cpri
 
 #: Walk DP (:func:`_walk_dp`): a run's state is 3 * (ends placed: bit 0 its start, bit 1
 #: its end) + f (as the site slots' f), or _RUN_SEALED (a one-GPU run, complete); a site
-#: of two runs is in state q0 + _RUN_STATES * q1.
+#: of runs 0..R-1 is in state sum q_j _RUN_STATES^j.
 _RUN_SEALED = 12
 _RUN_STATES = 13
 #: Roles within a run: middle, start (its send back inter-site, or none: the first
 #: stage; forward intra-site), end (the mirror image), single (the run's only GPU).
 _WALK_ROLES = 4
+#: A walk visits a site at most this many times (:func:`_walk_dp` has _RUN_STATES^R
+#: states per site).
+MAX_VISITS = 3
 
 
 @njit(cache=True)
@@ -532,17 +537,19 @@ def _run_step(q, role):  # pragma: no cover - compiled
 def _walk_dp(L, order, site_last, runs, comp, prices, is_last, capmid, caplast, z_hi,
              o, ws, wp, wd, idle, dyn, mu, trace):  # pragma: no cover - compiled
     """min over the plans on a site walk (relaxed) of sum (ws tau + wp idle + wd dyn c n
-    + mu): each visit of a site is one run, a site visited twice holds two on distinct
+    + mu): each visit of a site is one run, a site visited R times holds R on distinct
     GPUs; (value, k) and, with ``trace``, the minimiser's choices in
     :func:`_relaxation_dp`'s layout (role code ``_WALK_ROLES j + role``: run j of its site; the
     close record per position and layer count in TC[pos, 0]).
 
-    ``prices[g, j, role]``: the role's sends in run j of g's site (inf: not allowed);
-    ``is_last[g, j]``: that run ends with the last stage (its end and single roles take
-    the last stage's cap); ``runs`` per position: the runs its site holds (0: a site off
-    the walk, left unused). Every run must be used.
+    ``prices[g, j, role]``: the role's sends in run j of g's site (inf: not allowed;
+    ``prices.shape[1]`` the most runs a site holds); ``is_last[g, j]``: that run ends with
+    the last stage (its end and single roles take the last stage's cap); ``runs`` per
+    position: the runs its site holds (0: a site off the walk, left unused). Every run
+    must be used.
     """
-    n_st = _RUN_STATES * _RUN_STATES
+    n_runs = prices.shape[1]
+    n_st = _RUN_STATES ** n_runs
     TS, TB, TR, TC, V, K, E, W, KW, EW, dq, alive, nalive = _dp_buffers(
         order.shape[0], n_st, 1, L, trace)
     for pos in range(order.shape[0]):
@@ -551,6 +558,7 @@ def _walk_dp(L, order, site_last, runs, comp, prices, is_last, capmid, caplast, 
         c = comp[g]
         sigma = (ws + wd * dyn[g]) * c
         for j in range(runs[pos]):
+            pw = _RUN_STATES ** j
             for role in range(_WALK_ROLES):
                 price = prices[g, j, role]
                 if not price < np.inf:
@@ -563,12 +571,11 @@ def _walk_dp(L, order, site_last, runs, comp, prices, is_last, capmid, caplast, 
                 for s in range(n_st):
                     if not alive[s]:
                         continue
-                    q1 = s // _RUN_STATES
-                    q0 = s - _RUN_STATES * q1
-                    nq = _run_step(q0 if j == 0 else q1, role)
+                    qj = (s // pw) % _RUN_STATES
+                    nq = _run_step(qj, role)
                     if nq < 0:
                         continue
-                    t = nq + _RUN_STATES * q1 if j == 0 else q0 + _RUN_STATES * nq
+                    t = s + (nq - qj) * pw
                     tp = pos if trace else 0
                     _window(V[s], K[s], E[s], W[t], KW[t], EW[t], L, cap, sigma, kappa, dq,
                             trace, TS[tp, t], TB[tp, t], TR[tp, t], s, _WALK_ROLES * j + role)
@@ -585,11 +592,13 @@ def _walk_dp(L, order, site_last, runs, comp, prices, is_last, capmid, caplast, 
             for s in range(n_st):
                 if not alive[s]:
                     continue
-                q1 = s // _RUN_STATES
-                q0 = s - _RUN_STATES * q1
-                done0 = q0 == _RUN_SEALED or q0 // 3 == 3
-                done1 = q1 == _RUN_SEALED or q1 // 3 == 3
-                ok = (s == 0) if nr == 0 else (done0 and (done1 if nr == 2 else q1 == 0))
+                ok = True
+                rest = s
+                for j in range(n_runs):
+                    q = rest % _RUN_STATES
+                    rest //= _RUN_STATES
+                    done = q == _RUN_SEALED or q // 3 == 3
+                    ok = ok and (done if j < nr else q == 0)
                 if ok:
                     for ell in range(L + 1):
                         if V[s, ell] < best[ell]:
@@ -1260,10 +1269,10 @@ def parametric_bound(
     the first and the last stage's site, for plans with those only. ``path``: cluster
     labels, for the plans whose runs visit those sites in that order (the sites are
     forced, the ends set, each send priced by the site it goes to; no transition prices
-    needed): once each, or some at most twice, never twice in a row (a *walk*: searched
-    by :func:`_walk_dp`). ``revisits``: for the plans whose walk steps back to a site
-    already visited at least that many times (1 or 2; their walk prices bounded by such
-    walks only). ``start``: boxes that hold
+    needed): once each, or some up to :data:`MAX_VISITS` times, never twice in a row
+    (a *walk*: searched by :func:`_walk_dp`). ``revisits``: for the plans whose walk
+    steps back to a site already visited at least that many times (1 or more; their walk
+    prices bounded by such walks only). ``start``: boxes that hold
     every plan counted better than the incumbent, each plan's objective at least its
     box's bound (the open boxes of a search over a superset of these plans); the search
     starts from them instead of from the whole range, each priced once it comes up.

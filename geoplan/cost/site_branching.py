@@ -40,7 +40,13 @@ visit's run apart and each send priced by the site it goes to, as a path), and t
 plans whose walk steps back to a visited site twice or more (walk prices bounded by
 such walks, ``revisits=2``). At metro N=64 L=48 lambda 1 (instance seed 73) the revisit
 node of three sites stayed 0.45 % below the best plan; its 18 walks and the rest all
-reach it (proven in 14 s of branching).
+reach it (proven in 14 s of branching). On at most :data:`_WALK2_SITES` sites that rest
+is parted the same way again (the 42 walks stepping back exactly twice, some visiting a
+site three times, and the plans stepping back three times or more), and that rest once
+more (90 walks, and four or more steps back): at metro N=64 L=48 lambda 0.5 (instance
+seed 149) the rest on three sites was the least node, 0.70 % below the best plan; split
+twice, 0.017 % (the least node is then a revisit node of five sites), in 64 s of
+branching on one core.
 
 **Plans from path nodes.** On a path the relaxed minimiser is a pipeline (one run
 per site, its GPUs and layer counts; ``ParametricBound.configs``), priced here by
@@ -64,10 +70,8 @@ ends a revisit adds are charged only through the walk prices, never in the caps 
 the bottleneck Z puts on their GPUs' layers. At metro N=64 L=48 lambda 1 (instance seed
 149) a 600 s branching ended after 79 s with 16 final nodes: 14 revisit nodes on five
 or six sites at 327.4-336.3 and two others, against a best plan of 336.37 (2.0 %).
-The residual of a walk split is final too: at lambda 0.5 on the same pool the least
-node after 75 s was the plans on three sites that step back twice or more (0.472519,
-0.70 % below the best plan); splitting it needs walks that visit a site three times,
-which :func:`~geoplan.cost.parametric._walk_dp` does not hold.
+The residual of a walk split is final on four sites or more (600 walks step back
+exactly twice on four), and on three once it steps back four times or more.
 """
 
 from __future__ import annotations
@@ -131,15 +135,23 @@ class SiteBranching:
 #: site names for the plans visiting those sites once each in that order, or _REVISITS.
 _Kind = tuple[str, ...]
 _REVISITS: _Kind = ("<revisits>",)
-#: The plans whose walk steps back to a visited site at least twice.
+#: The plans whose walk steps back to a visited site at least twice (three times).
 _REVISITS2: _Kind = ("<revisits2>",)
-_RESIDUALS = {_REVISITS: 1, _REVISITS2: 2}
+_REVISITS3: _Kind = ("<revisits3>",)
+_REVISITS4: _Kind = ("<revisits4>",)
+_RESIDUALS = {_REVISITS: 1, _REVISITS2: 2, _REVISITS3: 3, _REVISITS4: 4}
+#: A residual split again by its walks: (the residual, its walks' steps back, the rest).
+_RESIDUAL_SPLITS = {_REVISITS2: (2, _REVISITS3), _REVISITS3: (3, _REVISITS4)}
 #: Final nodes of at most this many sites are split by the order the plans visit them.
 _PATH_SITES = 6
 #: On at most this many sites the plans visiting some site twice are split further: one
 #: node per walk that visits one site twice and the others once (18 walks on 3 sites,
 #: 144 on 4, 1200 on 5), and the rest (two or more steps back).
 _WALK_SITES = 4
+#: On at most this many sites the plans stepping back twice or more are split again: one
+#: node per walk that steps back exactly twice (42 on 3 sites), and the rest (three or
+#: more); and these once more: 90 walks stepping back three times, and the rest.
+_WALK2_SITES = 3
 
 
 @dataclass(frozen=True)
@@ -226,6 +238,17 @@ def one_revisit_walks(sites: list[str]) -> list[tuple[str, ...]]:
     return sorted(out)
 
 
+def walks_stepping_back(sites: list[str], back: int) -> list[tuple[str, ...]]:
+    """The walks through every site of ``sites`` (never one twice in a row) that step
+    back to a visited site exactly ``back`` times (``len(sites) + back`` visits), sorted."""
+    k = len(sites)
+    out = []
+    for walk in itertools.product(sites, repeat=k + back):
+        if len(set(walk)) == k and all(a != b for a, b in itertools.pairwise(walk)):
+            out.append(walk)
+    return out
+
+
 def _path_plans(instance: Instance, pb: ParametricBound, kind: _Kind, pool: _Pool | None
                 ) -> list[tuple[tuple[tuple[str, int], ...], float]]:
     """The plans a path node's relaxed minimisers form, priced on ``instance``."""
@@ -307,7 +330,10 @@ def branch_on_sites(instance: Instance, root: ParametricBound, incumbent: float 
         free = sorted(allowed - used - forced,
                       key=lambda x: (min((trip[idx[u], idx[x]] for u in used), default=0.0), x))
         ordered = not free and not kind and bool(used) and 2 <= len(allowed) <= _PATH_SITES
-        splittable = bool(used) and bool(free or ordered)
+        # The plans on a few sites stepping back twice or more: by their walk, once more.
+        walks2 = not free and kind in _RESIDUAL_SPLITS and bool(used) and \
+            len(allowed) <= _WALK2_SITES
+        splittable = bool(used) and bool(free or ordered or walks2)
         start, ran_with, done, deep = boxes.get(tie, (None, math.inf, True, True))
         # A node searched with a worse incumbent (a path node's proof may need the finer
         # boxes near the new one), or cut by its time slice, runs again from its boxes;
@@ -330,6 +356,10 @@ def branch_on_sites(instance: Instance, root: ParametricBound, incumbent: float 
             continue
         if ordered:
             parts = _order_parts(allowed, forced)
+        elif walks2:
+            back, rest = _RESIDUAL_SPLITS[kind]
+            parts = [(allowed, allowed, w) for w in walks_stepping_back(sorted(allowed), back)]
+            parts.append((allowed, allowed, rest))
         else:
             parts = [(allowed - set(free), forced, kind)]
             parts += [(allowed - set(free[:i]), forced | {x}, kind) for i, x in enumerate(free)]

@@ -117,7 +117,7 @@ def _relax_within(D, f, S, t):  # pragma: no cover - compiled
 @njit(cache=True)
 def _revisiting_walks(t, need):  # pragma: no cover - compiled
     """R[f, S, v]: the cheapest walk from site f through exactly the sites of bit set S
-    ending at v that makes at least ``need`` (1 or 2) steps to a site already visited
+    ending at v that makes at least ``need`` (1 or more) steps to a site already visited
     (inf: none); ``t`` as in :func:`_walks`."""
     n = t.shape[0]
     full = 1 << n
@@ -163,7 +163,7 @@ def walk_rows(trip: np.ndarray, lo: np.ndarray, first: int | None = None,
     Requires ``lo[a] + lo[b] <= trip[a, b]`` (reduced trips are nonnegative). Prices
     for only the plans whose first site is ``first``, last site ``last`` and used sites
     include ``must`` need only the rows of those (first, last, used set); for only the
-    plans whose walk steps back to a visited site at least ``revisits`` times (1 or 2),
+    plans whose walk steps back to a visited site at least ``revisits`` times (1 or more),
     only walks that do.
     """
     n = trip.shape[0]

@@ -97,18 +97,20 @@ def _site_walk(order: list[int] | tuple[int, ...], cl) -> tuple[int, ...]:
     return tuple(walk)
 
 
-@pytest.mark.parametrize(("family", "seed", "lam"), [
-    ("metro", 0, 1.0), ("metro", 1, 0.5), ("geo", 3, 1.0), ("geo", 4, 0.5),
+@pytest.mark.parametrize(("family", "seed", "lam", "n"), [
+    ("metro", 0, 1.0, 6), ("metro", 1, 0.5, 6), ("geo", 3, 1.0, 6), ("geo", 4, 0.5, 6),
+    ("metro", 5, 1.0, 7), ("geo", 2, 0.5, 7),
 ])
 def test_path_and_revisit_bounds_never_exceed_the_plans_they_count(family: str, seed: int,
-                                                                  lam: float) -> None:
-    """N=6, three sites: for each site walk (two or more sites, each at most twice, in
-    order), the bound of the plans whose runs follow it is at most the best such plan
-    (the reference over every GPU order whose runs follow the walk); for each used set,
-    the revisit bounds (one or two steps back at least) are at most the best plan using
+                                                                  lam: float, n: int) -> None:
+    """N=6 and 7 (one site of three GPUs: walks visiting it three times), three sites:
+    for each site walk (two or more sites, each at most three times, in order), the
+    bound of the plans whose runs follow it is at most the best such plan (the
+    reference over every GPU order whose runs follow the walk); for each used set,
+    the revisit bounds (one to three steps back at least) are at most the best plan using
     exactly those sites with that many. A walk's relaxed minimisers are plans on that
     walk no better than its bound."""
-    inst = _instance(family, 6, 6, seed, lam)
+    inst = _instance(family, n, 6, seed, lam)
     ev = Evaluator(inst)
     cl = bounds.clusters(inst)
     args = (inst.coefficients(), inst.layers, cl, ev.weights)
@@ -116,21 +118,22 @@ def test_path_and_revisit_bounds_never_exceed_the_plans_they_count(family: str, 
     for k in range(2, inst.n + 1):
         for o in itertools.permutations(range(inst.n), k):
             by_walk.setdefault(_site_walk(o, cl), []).append(list(o))
-    checked = {"path": 0, "walk": 0, "revisits": 0}
+    checked = {"path": 0, "walk": 0, "walk3": 0, "revisits": 0, "revisits3": 0}
     revisit: dict[tuple[frozenset[int], int], list[list[int]]] = {}
     for walk, orders in by_walk.items():
         if len(walk) < 2:
             continue
         repeats = len(walk) - len(set(walk))
-        for need in range(1, min(repeats, 2) + 1):
+        for need in range(1, min(repeats, 3) + 1):
             revisit.setdefault((frozenset(walk), need), []).extend(orders)
-        if max(walk.count(k) for k in walk) > 2:
+        if max(walk.count(k) for k in walk) > parametric.MAX_VISITS:
             continue
         best, _, _ = reference_optimum(inst, orders)
         pb = parametric_bound(*args, max_boxes=400, path=walk)
         if math.isfinite(best):
             assert pb.value <= best * (1 + 1e-12), (walk, pb.value, best)
             checked["walk" if repeats else "path"] += 1
+            checked["walk3"] += max(walk.count(k) for k in walk) == 3
         for config in pb.configs:
             pairs = parametric.path_plan(config, cl, walk)
             assert pairs is not None and sum(n for _, n in pairs) == inst.layers
@@ -145,7 +148,10 @@ def test_path_and_revisit_bounds_never_exceed_the_plans_they_count(family: str, 
         if math.isfinite(best):
             assert pb.value <= best * (1 + 1e-12), (sorted(used), need, pb.value, best)
             checked["revisits"] += 1
+            checked["revisits3"] += need == 3
     assert checked["path"] >= 6 and checked["walk"] >= 6 and checked["revisits"] >= 2, checked
+    if n == 7:
+        assert checked["walk3"] >= 1 and checked["revisits3"] >= 1, checked
 
 
 @pytest.mark.parametrize(("family", "n", "seed"), [("metro", 12, 0), ("geo", 12, 3),
@@ -187,6 +193,18 @@ def test_one_revisit_walks_are_counted() -> None:
             assert all(a != b for a, b in itertools.pairwise(w))
 
 
+def test_walks_stepping_back_are_counted() -> None:
+    """One step back: the one-revisit walks. Two on three sites: the 3 * 2^4 words of five
+    letters with no letter twice in a row, less the 6 that miss a site."""
+    for sites in (["a", "b", "c"], ["a", "b", "c", "d"]):
+        assert site_branching.walks_stepping_back(sites, 1) == \
+            site_branching.one_revisit_walks(sites)
+    walks = site_branching.walks_stepping_back(["a", "b", "c"], 2)
+    assert len(walks) == len(set(walks)) == 42
+    assert all(len(w) == 5 and set(w) == {"a", "b", "c"} for w in walks)
+    assert max(max(w.count(x) for x in w) for w in walks) == 3
+
+
 def test_site_paths_are_checked() -> None:
     inst = _instance("metro", 6, 6, 0, 1.0)
     args = (inst.coefficients(), inst.layers, bounds.clusters(inst), Evaluator(inst).weights)
@@ -194,8 +212,8 @@ def test_site_paths_are_checked() -> None:
         parametric_bound(*args, path=(0, 0))
     with pytest.raises(ValueError, match="two or more sites, none twice in a row"):
         parametric_bound(*args, path=(0, 1, 1))
-    with pytest.raises(ValueError, match="at most twice"):
-        parametric_bound(*args, path=(0, 1, 0, 1, 0))
+    with pytest.raises(ValueError, match="at most 3 times"):
+        parametric_bound(*args, path=(0, 1, 0, 1, 0, 1, 0))
     assert parametric_bound(*args, path=(0, 99)).value == math.inf
 
 
