@@ -24,7 +24,7 @@ import pyomo.environ as pyo
 from pyomo.contrib.solver.solvers.highs import Highs as PyomoHighs
 
 from geoplan.errors import SolverError
-from geoplan.solving.stop import NativeCallAbandoned, StopFlag, call_stoppable
+from geoplan.solving.stop import NativeCallAbandoned, StopFlag, abandoned_calls, call_stoppable
 
 __all__ = ["DEADLINE_SLACK_S", "HighsRun", "HighsSession", "analytic_centre_estimate",
            "reset_scheduler"]
@@ -108,13 +108,8 @@ def reset_scheduler() -> None:
     (the solver contract), so resetting before each run is safe, except while an
     abandoned run (:data:`ABANDON_AFTER_S`) still unwinds on it: then it is kept.
     """
-    _left_behind[:] = [t for t in _left_behind if t.is_alive()]
-    if not _left_behind:
+    if not abandoned_calls():
         highspy.Highs.resetGlobalScheduler(True)
-
-
-#: Helper threads of abandoned runs, until they return (:func:`reset_scheduler`).
-_left_behind: list[threading.Thread] = []
 
 
 class HighsSession:
@@ -302,10 +297,9 @@ class HighsSession:
             else:
                 run_status = call_stoppable(h.run, stop or StopFlag(), cancel.set,
                                             abandon_at=abandon_at)
-        except NativeCallAbandoned as exc:
+        except NativeCallAbandoned:
             # The callbacks stay subscribed: the thread still runs HiGHS, which calls them
             # (and is interrupted by them) once it looks at an interrupt again.
-            _left_behind.append(exc.thread)
             self.abandoned = True
             return HighsRun(status="stopped", reason="abandoned", objective=None,
                             dual_bound=best_bound if math.isfinite(best_bound) else None,

@@ -1,5 +1,5 @@
 """``python -m geoplan`` runs the command line."""
 
-from geoplan.cli import main
+from geoplan.cli import entry
 
-raise SystemExit(main())
+entry()

@@ -23,7 +23,7 @@ from typing import Any, NoReturn
 
 from geoplan.errors import FormulationError, InputError, SolverError
 
-__all__ = ["main"]
+__all__ = ["entry", "main"]
 
 
 def _instance(args: argparse.Namespace) -> Any:
@@ -521,6 +521,14 @@ def _solve_epilog() -> str:
         "`none` clears an optional value. An unknown key or a bad value exits with\n"
         "status 2 (docs/solvers.md; each solver in docs/milp.md, cpsat.md, memetic.md, ...)."
     )
+
+
+def entry() -> None:
+    """The ``geoplan`` console script: :func:`main`, its status as the exit status."""
+    code = main()
+    from geoplan.solving.stop import exit_status
+
+    raise SystemExit(exit_status(code))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -10,10 +10,11 @@ from __future__ import annotations
 import sys
 
 from bench.execution.protocol import subprocess_child
+from geoplan.solving.stop import exit_status
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["--child"]:
         print("usage: python -m bench.execution.child --child  (internal; use `geoplan bench`)",
               file=sys.stderr)
         sys.exit(2)
-    sys.exit(subprocess_child())
+    sys.exit(exit_status(subprocess_child()))

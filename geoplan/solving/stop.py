@@ -30,8 +30,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-__all__ = ["NativeCallAbandoned", "StopFlag", "active_stop", "call_stoppable", "current_stop",
-           "stop_scope", "test_stop_after"]
+__all__ = ["NativeCallAbandoned", "StopFlag", "abandoned_calls", "active_stop", "call_stoppable",
+           "current_stop", "exit_status", "stop_scope", "test_stop_after"]
 
 T = TypeVar("T")
 
@@ -150,6 +150,28 @@ def stop_scope(flag: StopFlag | None = None, *, signals: bool = True) -> Iterato
                 signal.signal(signum, old)
 
 
+#: Helper threads of abandoned native calls (:func:`call_stoppable`), until they return.
+_left_behind: list[threading.Thread] = []
+
+
+def abandoned_calls() -> list[threading.Thread]:
+    """The helper threads of abandoned native calls that are still running."""
+    _left_behind[:] = [t for t in _left_behind if t.is_alive()]
+    return list(_left_behind)
+
+
+def exit_status(code: int) -> int:
+    """``code``, for a process about to exit with it. While an abandoned native call still
+    runs, the process ends here instead (streams flushed, ``os._exit``): tearing down the
+    interpreter and the native library's static state under a running thread may crash."""
+    if abandoned_calls():
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
+    return code
+
+
 class NativeCallAbandoned(Exception):
     """A native call did not return by its ``abandon_at`` moment; ``thread`` still runs it."""
 
@@ -184,6 +206,7 @@ def call_stoppable(fn: Callable[[], T], stop: StopFlag, cancel: Callable[[], Non
         while th.is_alive():
             if abandon_at is not None and time.perf_counter() >= abandon_at:
                 cancel()
+                _left_behind.append(th)
                 raise NativeCallAbandoned(th)
             th.join(poll)
     if "error" in box:

@@ -368,6 +368,7 @@ def test_highs_run_is_abandoned_past_its_deadline(monkeypatch: Any) -> None:
     global scheduler is kept until the abandoned thread returns."""
     import formulations.highs_tools as ht
     from geoplan.errors import SolverError
+    from geoplan.solving.stop import abandoned_calls
 
     monkeypatch.setattr(ht, "ABANDON_AFTER_S", 0.05)
     inst = Instance.from_dict(by_family("geo", 6, 8, 0))
@@ -386,7 +387,7 @@ def test_highs_run_is_abandoned_past_its_deadline(monkeypatch: Any) -> None:
     ht.reset_scheduler()  # the abandoned run still uses the scheduler: kept
     assert len(resets) == n_resets
     release.set()
-    for th in list(ht._left_behind):
+    for th in abandoned_calls():
         th.join(60.0)
     ht.reset_scheduler()
     assert len(resets) == n_resets + 1
@@ -397,6 +398,7 @@ def test_milp_returns_the_start_plan_when_highs_is_abandoned(monkeypatch: Any) -
     hangs past the deadline, and says so."""
     import formulations.highs_tools as ht
     from geoplan.cost.baseline import metis_default_plan
+    from geoplan.solving.stop import abandoned_calls
 
     monkeypatch.setattr(ht, "ABANDON_AFTER_S", 0.05)
     original = ht.HighsSession.run
@@ -417,7 +419,7 @@ def test_milp_returns_the_start_plan_when_highs_is_abandoned(monkeypatch: Any) -
     finally:
         for ev in released:
             ev.set()
-        for th in list(ht._left_behind):
+        for th in abandoned_calls():
             th.join(60.0)
     assert (r.status, r.plan) == ("feasible", start)
     assert "HiGHS abandoned" in (r.message or "")

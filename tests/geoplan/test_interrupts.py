@@ -137,7 +137,7 @@ def test_call_stoppable_cancels_and_returns() -> None:
 
 def test_call_stoppable_abandons_a_call_that_ignores_its_cancel() -> None:
     """Past ``abandon_at`` the call is cancelled and left to its thread."""
-    from geoplan.solving.stop import NativeCallAbandoned
+    from geoplan.solving.stop import NativeCallAbandoned, abandoned_calls
 
     release = threading.Event()
     cancelled: list[bool] = []
@@ -145,9 +145,29 @@ def test_call_stoppable_abandons_a_call_that_ignores_its_cancel() -> None:
         call_stoppable(lambda: release.wait(30), StopFlag(), lambda: cancelled.append(True),
                        abandon_at=time.perf_counter())
     assert cancelled == [True] and caught.value.thread.is_alive()
+    assert caught.value.thread in abandoned_calls()
     release.set()
     caught.value.thread.join(30)
-    assert not caught.value.thread.is_alive()
+    assert not caught.value.thread.is_alive() and not abandoned_calls()
+
+
+def test_exit_status_ends_the_process_while_an_abandoned_call_runs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """No interpreter teardown under a running native call: os._exit with the status."""
+    import geoplan.solving.stop as stop
+
+    exits: list[int] = []
+    monkeypatch.setattr(stop.os, "_exit", exits.append)
+    assert stop.exit_status(3) == 3 and exits == []
+    release = threading.Event()
+    with pytest.raises(stop.NativeCallAbandoned) as caught:
+        call_stoppable(lambda: release.wait(30), StopFlag(), lambda: None,
+                       abandon_at=time.perf_counter())
+    stop.exit_status(4)
+    assert exits == [4]
+    release.set()
+    caught.value.thread.join(30)
+    assert stop.exit_status(5) == 5 and exits == [4]
 
 
 @pytest.mark.parametrize("solver", ["milp", "cpsat"])
