@@ -170,6 +170,23 @@ def test_exit_status_ends_the_process_while_an_abandoned_call_runs(
     assert stop.exit_status(5) == 5 and exits == [4]
 
 
+def test_a_process_with_an_abandoned_call_exits_with_its_status_and_output() -> None:
+    code = (
+        "import threading, time\n"
+        "from geoplan.solving.stop import StopFlag, NativeCallAbandoned, call_stoppable, "
+        "exit_status\n"
+        "try:\n"
+        "    call_stoppable(threading.Event().wait, StopFlag(), lambda: None, "
+        "abandon_at=time.perf_counter())\n"
+        "except NativeCallAbandoned:\n"
+        "    print('abandoned', end='')\n"
+        "raise SystemExit(exit_status(7))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert (done.returncode, done.stdout) == (7, "abandoned"), done.stderr
+
+
 @pytest.mark.parametrize("solver", ["milp", "cpsat"])
 def test_a_build_with_no_budget_left_is_abandoned(solver: str) -> None:
     """An already-expired budget (a stop before the model exists): the build gives up and
