@@ -284,6 +284,7 @@ class HighsSession:
         self.log.clear()
         reset_scheduler()
         abandon_at = None if deadline is None else deadline + ABANDON_AFTER_S
+
         def detach() -> None:
             h.cbMipImprovingSolution.unsubscribe(improving)
             h.cbMipInterrupt.unsubscribe(interrupt)

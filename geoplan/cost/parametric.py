@@ -281,8 +281,8 @@ def _walk_tables(comm: np.ndarray, cluster: np.ndarray, order: np.ndarray,
     most = max(len(v) for v in visits.values())
     if most > MAX_VISITS:
         raise ValueError(f"a site walk visits each site at most {MAX_VISITS} times: {walk}")
-    prices = np.full((n, max(most, 2), _WALK_ROLES), _INF)
-    is_last = np.zeros((n, max(most, 2)), np.bool_)
+    prices = np.full((n, most, _WALK_ROLES), _INF)
+    is_last = np.zeros((n, most), np.bool_)
     for g in range(n):
         js = np.nonzero(both[g])[0]
         d_all = np.sort(comm[g, js[cluster[js] == cluster[g]]])

@@ -135,7 +135,7 @@ class SiteBranching:
 #: site names for the plans visiting those sites once each in that order, or _REVISITS.
 _Kind = tuple[str, ...]
 _REVISITS: _Kind = ("<revisits>",)
-#: The plans whose walk steps back to a visited site at least twice (three times).
+#: The plans whose walk steps back to a visited site at least twice (three, four times).
 _REVISITS2: _Kind = ("<revisits2>",)
 _REVISITS3: _Kind = ("<revisits3>",)
 _REVISITS4: _Kind = ("<revisits4>",)
@@ -218,29 +218,15 @@ def _order_parts(allowed: frozenset[str], forced: frozenset[str]
     if len(allowed) > _WALK_SITES:
         parts.append((allowed, allowed, _REVISITS))
         return parts
-    parts += [(allowed, allowed, w) for w in one_revisit_walks(sorted(allowed))]
+    parts += [(allowed, allowed, w) for w in walks_stepping_back(sorted(allowed), 1)]
     parts.append((allowed, allowed, _REVISITS2))
     return parts
 
 
-def one_revisit_walks(sites: list[str]) -> list[tuple[str, ...]]:
-    """The walks through ``sites`` that visit one of them twice (never twice in a row)
-    and every other once, sorted."""
-    k = len(sites)
-    out = set()
-    for r in sites:
-        others = [x for x in sites if x != r]
-        for order in itertools.permutations(others):
-            for i, j in itertools.combinations(range(k + 1), 2):
-                if j > i + 1:
-                    rest = iter(order)
-                    out.add(tuple(r if p in (i, j) else next(rest) for p in range(k + 1)))
-    return sorted(out)
-
-
 def walks_stepping_back(sites: list[str], back: int) -> list[tuple[str, ...]]:
     """The walks through every site of ``sites`` (never one twice in a row) that step
-    back to a visited site exactly ``back`` times (``len(sites) + back`` visits), sorted."""
+    back to a visited site exactly ``back`` times (``len(sites) + back`` visits), sorted
+    (``sites`` sorted); ``back=1``: one site visited twice, every other once."""
     k = len(sites)
     out = []
     for walk in itertools.product(sites, repeat=k + back):
