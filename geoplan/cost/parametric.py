@@ -84,6 +84,15 @@ tuple of its runs' states (ends placed, middles; a site is visited at most
 :data:`MAX_VISITS` times), each GPU takes a role in one of the runs, priced by that
 run's neighbouring sites. Its minimiser is a pipeline too.
 
+**Runs kept apart.** For the plans visiting a given site x twice or more (its site
+walk unknown), join x's runs into two rather than one (each of the others to one of
+them, by the joins above) and every other site's as before: :func:`_double_step` keeps
+x's two runs apart, each with a start (F or S) and an end (L or X) of its own, priced
+and capped like any run end, so x's second visit costs its two inter-site sends. The
+site is priced as the joined site would be (its end set by whether it holds F and L),
+and it must be used. With ``once`` only plans visiting each site once are counted: each
+site holds one run (masks F..X, S..L, S..X) and the walk prices are bounded by paths.
+
 **Stage count.** The box's Q range enters by Lagrange multiplier: with a
 price ``mu`` per stage, ``V(mu) = min (cost + mu k)`` over configurations of
 any stage count k gives ``cost >= V(mu) - mu qb`` (mu >= 0) or
@@ -219,6 +228,8 @@ _SINGLE_SITE = (np.array([1, 1, 0, 1, 0, 1, 0, 0, 0], np.bool_),
 _MULTI_SITE = (np.array([1, 1, 1, 1, 1, 0, 1, 1, 1], np.bool_),
                np.array([m in (6, 9, 12, 15) for m in range(16)], np.bool_))
 _CASES = (_SINGLE_SITE, _MULTI_SITE)
+#: Multi-site plans that visit each site once: a site holds one run (F..X, S..L, S..X).
+_ONCE_CLOSE = np.array([m in (6, 9, 12) for m in range(16)], np.bool_)
 
 
 def role_prices(comm: np.ndarray, cluster: np.ndarray,
@@ -388,7 +399,7 @@ def _next_position(V, K, E, W, KW, EW, alive, nalive):  # pragma: no cover - com
 @njit(cache=True)
 def _relaxation_dp(L, order, site_last, site_pow, site_price, comp, prices, cprices,
                    capmid, caplast, z_hi, o, ws, wp, wd, idle, dyn, mu, role_on,
-                   close_ok, force, trace):  # pragma: no cover - compiled
+                   close_ok, force, double, trace):  # pragma: no cover - compiled
     """min over role configurations of sum (ws tau + wp idle + wd dyn c n + mu) + ws
     (the closing sites' ``site_price[pos, mask]``); (value, k, the minimiser's mask code:
     the sum over sites of the mask it closes with times ``site_pow`` at its last position).
@@ -401,7 +412,8 @@ def _relaxation_dp(L, order, site_last, site_pow, site_price, comp, prices, cpri
     end yet) or 2 (such an end placed: middles have a run to sit in). Only
     roles with ``role_on`` are used; a site closes with mask m only if
     ``close_ok[m]`` and f != 1. A site with ``force`` at its last position must be used
-    (its slot-0 states, nothing placed on it, end there).
+    (its slot-0 states, nothing placed on it, end there). A site with ``double`` at its
+    positions holds two runs kept apart (:func:`_double_step`; it must be used).
 
     With ``trace``, also the choices of the minimiser (:func:`_traceback`): per position,
     state and layer count the source state (-1: this GPU unused), its layer count and
@@ -409,6 +421,8 @@ def _relaxation_dp(L, order, site_last, site_pow, site_price, comp, prices, cpri
     """
     n_slot = _SEALED + 1
     n_st = n_slot * 4
+    if np.any(double):
+        n_st = max(n_st, 4 * _PAIR_STATES)
     TS, TB, TR, TC, V, K, E, W, KW, EW, dq, alive, nalive = _dp_buffers(
         order.shape[0], n_st, 4, L, trace)
     for pos in range(order.shape[0]):
@@ -416,66 +430,74 @@ def _relaxation_dp(L, order, site_last, site_pow, site_price, comp, prices, cpri
         _next_position(V, K, E, W, KW, EW, alive, nalive)
         c = comp[g]
         sigma = (ws + wd * dyn[g]) * c
-        for r in range(9):
-            if not role_on[r]:
-                continue
-            price = prices[g, r]
-            if not price < np.inf:
-                continue
-            pk = _ROLE_PREV[r]
-            nk = _ROLE_NEXT[r]
-            cap = _layer_cap(caplast[g] if nk == 0 else capmid[g], price, c, o, z_hi, L)
-            if cap < 1:
-                continue
-            kappa = ws * (cprices[g, r] + o) + wp * idle[g] + mu
-            bits = 0
-            if pk == 0:
-                bits |= 1
-            elif pk == 2:
-                bits |= 4
-            if nk == 0:
-                bits |= 2
-            elif nk == 2:
-                bits |= 8
-            middle = pk == 1 and nk == 1
-            multi = (pk == 1) != (nk == 1)  # an end of a run of two or more GPUs
-            sealed = pk == 2 and nk == 2  # a one-GPU S..X run: the site's only GPU
-            for slot in range(_SEALED):
-                if sealed and slot != 0:
-                    break
-                m = slot // 3
-                f = slot - 3 * m
-                if m & bits:
+        if double[pos]:
+            _double_step(V, K, E, W, KW, EW, alive, nalive, dq, L, pos, g, c, sigma, prices,
+                         cprices, capmid, caplast, z_hi, o, ws, wp, idle, mu, role_on,
+                         TS, TB, TR, trace)
+        else:
+            for r in range(9):
+                if not role_on[r]:
                     continue
-                nf = f
-                if multi:
-                    nf = 2
-                elif middle and f == 0:
-                    nf = 1
-                nslot = _SEALED if sealed else 3 * (m | bits) + nf
-                for gl in range(4):
-                    s = slot * 4 + gl
-                    if not alive[s]:
+                price = prices[g, r]
+                if not price < np.inf:
+                    continue
+                pk = _ROLE_PREV[r]
+                nk = _ROLE_NEXT[r]
+                cap = _layer_cap(caplast[g] if nk == 0 else capmid[g], price, c, o, z_hi, L)
+                if cap < 1:
+                    continue
+                kappa = ws * (cprices[g, r] + o) + wp * idle[g] + mu
+                bits = 0
+                if pk == 0:
+                    bits |= 1
+                elif pk == 2:
+                    bits |= 4
+                if nk == 0:
+                    bits |= 2
+                elif nk == 2:
+                    bits |= 8
+                middle = pk == 1 and nk == 1
+                multi = (pk == 1) != (nk == 1)  # an end of a run of two or more GPUs
+                sealed = pk == 2 and nk == 2  # a one-GPU S..X run: the site's only GPU
+                for slot in range(_SEALED):
+                    if sealed and slot != 0:
+                        break
+                    m = slot // 3
+                    f = slot - 3 * m
+                    if m & bits:
                         continue
-                    ngl = gl
-                    if pk == 0:
-                        if gl & 1:
+                    nf = f
+                    if multi:
+                        nf = 2
+                    elif middle and f == 0:
+                        nf = 1
+                    nslot = _SEALED if sealed else 3 * (m | bits) + nf
+                    for gl in range(4):
+                        s = slot * 4 + gl
+                        if not alive[s]:
                             continue
-                        ngl |= 1
-                    if nk == 0:
-                        if gl & 2:
-                            continue
-                        ngl |= 2
-                    t = nslot * 4 + ngl
-                    tp = pos if trace else 0
-                    _window(V[s], K[s], E[s], W[t], KW[t], EW[t], L, cap, sigma, kappa, dq,
-                            trace, TS[tp, t], TB[tp, t], TR[tp, t], s, r)
-                    nalive[t] = True
+                        ngl = gl
+                        if pk == 0:
+                            if gl & 1:
+                                continue
+                            ngl |= 1
+                        if nk == 0:
+                            if gl & 2:
+                                continue
+                            ngl |= 2
+                        t = nslot * 4 + ngl
+                        tp = pos if trace else 0
+                        _window(V[s], K[s], E[s], W[t], KW[t], EW[t], L, cap, sigma, kappa, dq,
+                                trace, TS[tp, t], TB[tp, t], TR[tp, t], s, r)
+                        nalive[t] = True
         V, W = W, V
         K, KW = KW, K
         E, EW = EW, E
         alive, nalive = nalive, alive
-        if site_last[pos]:
+        if site_last[pos] and double[pos]:
+            _double_close(V, K, E, alive, L, pos, site_pow, site_price, close_ok, ws, TC,
+                          trace)
+        elif site_last[pos]:
             if force[pos]:
                 for gl in range(4):
                     V[gl, :] = np.inf
@@ -501,6 +523,142 @@ def _relaxation_dp(L, order, site_last, site_pow, site_price, comp, prices, cpri
                     V[s, :] = np.inf
                     alive[s] = False
     return V[3, L], K[3, L], E[3, L], TS, TB, TR, TC
+
+
+#: A site whose runs are kept apart as two (:func:`_double_step`): a run's state is
+#: ``f + 3 (end + 3 start)``, start 0 none, 1 the first stage, 2 an inter-site start; end
+#: 0 none, 1 the last stage, 2 an inter-site end; f as the site slots' f. The site's
+#: state is ``u0 + _RUN_PAIR u1`` (run 0 is the one its first GPU in DP order joins).
+_RUN_PAIR = 27
+_PAIR_STATES = _RUN_PAIR * _RUN_PAIR
+
+
+@njit(cache=True)
+def _pair_run_step(u, pk, nk):  # pragma: no cover - compiled
+    """A kept-apart run's state after one more GPU whose sends are of kinds ``pk`` back
+    and ``nk`` forward (-1: not allowed)."""
+    f = u % 3
+    end = (u // 3) % 3
+    start = u // 9
+    if pk != 1:
+        if start != 0:
+            return -1
+        start = 1 if pk == 0 else 2
+    if nk != 1:
+        if end != 0:
+            return -1
+        end = 1 if nk == 0 else 2
+    if pk == 1 and nk == 1:
+        if f == 0:
+            f = 1
+    elif pk == 1 or nk == 1:
+        f = 2
+    elif u != 0:  # a one-GPU run: both its ends on this GPU, nothing else in it
+        return -1
+    return f + 3 * (end + 3 * start)
+
+
+@njit(cache=True)
+def _pair_run_done(u):  # pragma: no cover - compiled
+    """A kept-apart run is complete: both ends, middles in a run of two or more GPUs,
+    and not the whole pipeline (the plan uses other sites)."""
+    f = u % 3
+    end = (u // 3) % 3
+    start = u // 9
+    return start != 0 and end != 0 and f != 1 and not (start == 1 and end == 1)
+
+
+@njit(cache=True)
+def _double_step(V, K, E, W, KW, EW, alive, nalive, dq, L, pos, g, c, sigma, prices,
+                 cprices, capmid, caplast, z_hi, o, ws, wp, idle, mu, role_on, TS, TB, TR,
+                 trace):  # pragma: no cover - compiled
+    """:func:`_relaxation_dp`'s step for GPU ``g`` of a site holding two runs kept apart:
+    the GPU joins run 0 or 1 in one of the nine roles (role code ``r + 9 j``: run j).
+
+    Site state ``u0 + _RUN_PAIR u1`` times 4 plus the first/last flags. The runs are
+    interchangeable, so a GPU joins run 1 only once run 0 holds one."""
+    for r in range(9):
+        if not role_on[r]:
+            continue
+        price = prices[g, r]
+        if not price < np.inf:
+            continue
+        pk = _ROLE_PREV[r]
+        nk = _ROLE_NEXT[r]
+        cap = _layer_cap(caplast[g] if nk == 0 else capmid[g], price, c, o, z_hi, L)
+        if cap < 1:
+            continue
+        kappa = ws * (cprices[g, r] + o) + wp * idle[g] + mu
+        for pair in range(_PAIR_STATES):
+            u0 = pair % _RUN_PAIR
+            u1 = pair // _RUN_PAIR
+            for j in range(2):
+                if j == 1 and u0 == 0:
+                    break
+                nu = _pair_run_step(u0 if j == 0 else u1, pk, nk)
+                if nu < 0:
+                    continue
+                npair = nu + _RUN_PAIR * u1 if j == 0 else u0 + _RUN_PAIR * nu
+                for gl in range(4):
+                    s = pair * 4 + gl
+                    if not alive[s]:
+                        continue
+                    ngl = gl
+                    if pk == 0:
+                        if gl & 1:
+                            continue
+                        ngl |= 1
+                    if nk == 0:
+                        if gl & 2:
+                            continue
+                        ngl |= 2
+                    t = npair * 4 + ngl
+                    tp = pos if trace else 0
+                    _window(V[s], K[s], E[s], W[t], KW[t], EW[t], L, cap, sigma, kappa, dq,
+                            trace, TS[tp, t], TB[tp, t], TR[tp, t], s, r + 9 * j)
+                    nalive[t] = True
+
+
+@njit(cache=True)
+def _double_close(V, K, E, alive, L, pos, site_pow, site_price, close_ok, ws, TC,
+                  trace):  # pragma: no cover - compiled
+    """Close a site of two runs kept apart: both complete; the site is priced as the
+    joined site its runs would make (its end set by whether it holds the first and the
+    last stage); states with nothing placed on it end (it must be used)."""
+    for gl in range(4):
+        V[gl, :] = np.inf
+        alive[gl] = False
+    for pair in range(1, _PAIR_STATES):
+        u0 = pair % _RUN_PAIR
+        u1 = pair // _RUN_PAIR
+        ok = _pair_run_done(u0) and _pair_run_done(u1)
+        m = 12
+        if u0 // 9 == 1 or u1 // 9 == 1:
+            m |= 1
+        if (u0 // 3) % 3 == 1 or (u1 // 3) % 3 == 1:
+            m |= 2
+        if m == 13:
+            m = 9  # the first stage's run ends inter-site: F..X
+        elif m == 14:
+            m = 6  # S..L
+        ok = ok and close_ok[m]
+        ends = site_pow[pos] * m
+        extra = ws * site_price[pos, m]
+        for gl in range(4):
+            s = pair * 4 + gl
+            if not alive[s]:
+                continue
+            if ok:
+                for ell in range(L + 1):
+                    if V[s, ell] + extra < V[gl, ell]:
+                        V[gl, ell] = V[s, ell] + extra
+                        K[gl, ell] = K[s, ell]
+                        E[gl, ell] = E[s, ell] + ends
+                        if trace:
+                            TC[pos, gl, ell] = s
+                alive[gl] = True
+            V[s, :] = np.inf
+            alive[s] = False
 
 
 #: Walk DP (:func:`_walk_dp`): a run's state is 3 * (ends placed: bit 0 its start, bit 1
@@ -718,7 +876,8 @@ class _TransitionSetup:
     @classmethod
     def build(cls, comm: np.ndarray, cluster: np.ndarray, prices: np.ndarray,
               first: int | None = None, last: int | None = None,
-              must: tuple[int, ...] = (), revisits: int = 0) -> _TransitionSetup:
+              must: tuple[int, ...] = (), revisits: int = 0, once: bool = False
+              ) -> _TransitionSetup:
         trip, lo, site = transitions.site_links(comm, cluster)
         n_s = trip.shape[0]
         pairs = [(a, b) for a in range(n_s) for b in range(n_s)
@@ -729,7 +888,7 @@ class _TransitionSetup:
         if not admissible:
             return cls(trip, lo, site, pairs, False, walk, [], lo, lo, None)
         if walk:
-            rows = transitions.walk_rows(trip, lo, first, last, must, revisits)
+            rows = transitions.walk_rows(trip, lo, first, last, must, revisits, once)
             return cls(trip, lo, site, pairs, True, True, rows,
                        np.zeros(4 * n_s), np.full(4 * n_s, big),
                        transitions.potential_prices(prices, site, lo, lo))
@@ -787,6 +946,8 @@ class _Boxes:
         self.pos_site = site_idx
         # At a site's last position: the site must be used (set by parametric_bound's forced).
         self.force = np.zeros(ordered.size, np.bool_)
+        # At every position of a site whose runs are kept apart as two (keep_apart).
+        self.double = np.zeros(ordered.size, np.bool_)
         self.site_price = np.zeros((ordered.size, 16))  # walk prices per position and mask
         self.code = 0  # the mask code of the minimiser of the last :meth:`_lagrange`
         self.last_ws = 1.0  # the stage-time weight of the last DP of :meth:`_evaluate_case`
@@ -806,6 +967,7 @@ class _Boxes:
         self.walk_last: int | None = None
         self.walk_must: tuple[int, ...] = ()
         self.walk_revisits = 0  # only walks with this many steps back (walk_rows)
+        self.once = False  # only plans visiting each site once (a site holds one run)
         self.single_site = True  # False: plans on one site only are not counted
         #: :func:`_walk_tables` of a walk that visits a site twice (:meth:`follow_walk`).
         self.walk: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
@@ -862,6 +1024,11 @@ class _Boxes:
         self.walk_code = int(sum(self.site_pow[np.nonzero(self.site_last & np.isin(
             self.cluster[self.order], np.asarray(walk)))[0]] * 12))
 
+    def keep_apart(self, label: int) -> None:
+        """Count only the plans with two or more runs on the site of cluster label
+        ``label``: the DP keeps two of its runs apart (:func:`_double_step`)."""
+        self.double = self.cluster[self.order] == label
+
     def _restricted(self, p: np.ndarray) -> np.ndarray:
         return p if self.role_ok is None else np.where(self.role_ok, p, _INF)
 
@@ -892,7 +1059,8 @@ class _Boxes:
         if self.setup is None:
             self.setup = _TransitionSetup.build(self.comm, self.cluster, self.base_prices,
                                                 self.walk_first, self.walk_last,
-                                                self.walk_must, self.walk_revisits)
+                                                self.walk_must, self.walk_revisits,
+                                                self.once)
         if not self.setup.admissible:
             return False
         st = self.setup
@@ -1029,10 +1197,15 @@ class _Boxes:
                                       self.o, ws, wp, wd, self.idle, self.dyn, mu, trace)
             return (v, k, self.walk_code, *rest)
         roles, close = _CASES[case]
+        if case == 0 and self.double.any():  # a site visited twice: two or more sites
+            return _INF, 0, 0, None, None, None, None
+        if self.once and case == 1:
+            close = _ONCE_CLOSE
         return _relaxation_dp(self.L, self.order, self.site_last, self.site_pow,
                               self.site_price, self.comp, self.prices, self.cost_prices,
                               self.mid[qa], self.last[qa], z_hi, self.o, ws, wp, wd,
-                              self.idle, self.dyn, mu, roles, close, self.force, trace)
+                              self.idle, self.dyn, mu, roles, close, self.force,
+                              self.double, trace)
 
     def minimiser(self) -> list[tuple[int, int, int]]:
         """The minimiser of the last DP run: (GPU, role, layers) per used GPU."""
@@ -1246,6 +1419,8 @@ def parametric_bound(
     ends: tuple[int, int] | None = None,
     path: tuple[int, ...] | None = None,
     revisits: int = 0,
+    keep_apart: int | None = None,
+    once: bool = False,
     start: tuple[Box, ...] | None = None,
     tables: BoxTables | None = None,
     start_stall: int = START_STALL,
@@ -1272,7 +1447,11 @@ def parametric_bound(
     needed): once each, or some up to :data:`MAX_VISITS` times, never twice in a row
     (a *walk*: searched by :func:`_walk_dp`). ``revisits``: for the plans whose walk
     steps back to a site already visited at least that many times (1 or more; their walk
-    prices bounded by such walks only). ``start``: boxes that hold
+    prices bounded by such walks only). ``keep_apart``: a cluster label, for the plans
+    that visit that site twice or more (each with two of its runs kept apart, the rest
+    joined to them; the site is forced). ``once``: for the plans that visit each site
+    they use once (one run per site; their walk prices bounded by paths). ``start``:
+    boxes that hold
     every plan counted better than the incumbent, each plan's objective at least its
     box's bound (the open boxes of a search over a superset of these plans); the search
     starts from them instead of from the whole range, each priced once it comes up.
@@ -1291,8 +1470,17 @@ def parametric_bound(
         tune_transitions = False
     bx.walk_revisits = revisits
     bx.single_site = single_site
+    if once and (revisits or keep_apart is not None):
+        raise ValueError("plans visiting each site once neither revisit nor keep runs apart")
+    bx.once = once
+    if keep_apart is not None:
+        if path is not None:
+            raise ValueError("a site walk says how often each site is visited: no keep_apart")
+        forced = tuple(sorted(set(forced) | {keep_apart}))
     if not _restrict(bx, cluster, forced, ends, path):
         return ParametricBound(_INF, 0, 0, time.perf_counter() - t0, True)
+    if keep_apart is not None:
+        bx.keep_apart(keep_apart)
     labels = np.unique(np.asarray(cluster, np.int64))  # site index i: labels[i]
     ub = _INF if incumbent is None else float(incumbent)
     z_hi = bx.z_worst * (1 + 1e-9)

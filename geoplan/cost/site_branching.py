@@ -64,14 +64,27 @@ parent's, whose boxes were split for less: metro N=64 L=48 seed 59, 0.33 % short
 without this, proven with it). Search starts from a parent's boxes price each box only
 once it comes up, and the nodes on one site set share its pool and box tables.
 
-**Limit.** The revisit node of five or more sites is final: its walks are too many to
-enumerate (1,200 on five sites), and its relaxation joins each site's runs, so the run
-ends a revisit adds are charged only through the walk prices, never in the caps that
-the bottleneck Z puts on their GPUs' layers. At metro N=64 L=48 lambda 1 (instance seed
-149) a 600 s branching ended after 79 s with 16 final nodes: 14 revisit nodes on five
-or six sites at 327.4-336.3 and two others, against a best plan of 336.37 (2.0 %).
-The residual of a walk split is final on four sites or more (600 walks step back
-exactly twice on four), and on three once it steps back four times or more.
+**Runs kept apart.** A residual revisit node that is not split by walks (five to seven
+sites; four once it steps back twice; three once four times) is covered by one part per
+site x: the plans visiting x twice or more, searched with two of x's runs kept apart
+(``parametric_bound(keep_apart=...)``: each run's ends take their own inter-site sends
+and stage caps; any further runs of x and every other site's runs are joined as before).
+Every plan of the node visits some site twice, so the least part bounds it (the parts
+overlap; a bound needs a cover, not a partition). The joined relaxation let a revisit
+node's two extra inter-site ends vanish into intra-site sends, and with them their caps
+under the bottleneck Z. A node of seven sites whose minimiser uses them all is split
+into the plans visiting each site once (``once=True``: one run per site, walk prices
+bounded by paths) and those visiting some site twice; on more sites each part is a
+search on nearly the whole pool, and a node stays final (metro N=128 L=96 lambda 0.5,
+instance seed 109: splitting eight-site nodes left 10 nodes searched in 40 s instead of
+93, and a worse bound).
+
+**Limit.** At metro N=64 L=48 lambda 1 (instance seed 149) a 600 s branching without
+kept-apart runs ended after 79 s with 16 final nodes: 14 revisit nodes on five or six
+sites at 327.4-336.3 and two others, against a best plan of 336.37 (2.0 %). With them it
+ends after about 230 s at 332.67 (1.1 %), held by the once-each node of seven sites; in
+60 s of branching (after a 15 s root search) it reaches 1.6-1.9 % instead of 2.7 %. The
+cost now is the 720 orders of a six-site node, each a path search.
 """
 
 from __future__ import annotations
@@ -140,10 +153,19 @@ _REVISITS2: _Kind = ("<revisits2>",)
 _REVISITS3: _Kind = ("<revisits3>",)
 _REVISITS4: _Kind = ("<revisits4>",)
 _RESIDUALS = {_REVISITS: 1, _REVISITS2: 2, _REVISITS3: 3, _REVISITS4: 4}
+#: The plans visiting each site once, in any order (nodes of more than _PATH_SITES sites).
+_ONCE: _Kind = ("<once>",)
 #: A residual split again by its walks: (the residual, its walks' steps back, the rest).
 _RESIDUAL_SPLITS = {_REVISITS2: (2, _REVISITS3), _REVISITS3: (3, _REVISITS4)}
+#: The plans of a residual that visit a given site twice or more, (_APART, site, the
+#: residual's marker): searched with two of that site's runs kept apart.
+_APART = "<apart>"
 #: Final nodes of at most this many sites are split by the order the plans visit them.
 _PATH_SITES = 6
+#: Final nodes of more sites, up to this many, are split into the plans visiting each site
+#: once and those visiting some site twice (on more, each part is a search on nearly
+#: the whole pool and the parts starve the rest).
+_ORDER_SITES = 7
 #: On at most this many sites the plans visiting some site twice are split further: one
 #: node per walk that visits one site twice and the others once (18 walks on 3 sites,
 #: 144 on 4, 1200 on 5), and the rest (two or more steps back).
@@ -182,8 +204,17 @@ def _pool(instance: Instance, allowed: frozenset[str],
 
 def _path_labels(pool: _Pool, kind: _Kind) -> tuple[int, ...] | None:
     """A path or walk node's sites as the pool's cluster labels (None: neither)."""
-    return tuple(pool.names.index(s) for s in kind) if kind and kind not in _RESIDUALS \
-        else None
+    if not kind or kind in _RESIDUALS or kind == _ONCE or kind[0] == _APART:
+        return None
+    return tuple(pool.names.index(s) for s in kind)
+
+
+def _revisits(kind: _Kind) -> tuple[int, str | None]:
+    """The steps back a node's plans take at least (0: not known), and the site whose
+    runs its search keeps apart (None: none)."""
+    if kind and kind[0] == _APART:
+        return _RESIDUALS[(kind[2],)], kind[1]
+    return _RESIDUALS.get(kind, 0), None
 
 
 def _node_bound(instance: Instance, allowed: frozenset[str], forced: frozenset[str],
@@ -197,11 +228,14 @@ def _node_bound(instance: Instance, allowed: frozenset[str], forced: frozenset[s
         return ParametricBound(math.inf, 0, 0, 0.0, True), []
     sub, names = pool.instance, pool.names
     path = _path_labels(pool, kind)
+    revisits, apart = _revisits(kind)
     pb = parametric_bound(sub.coefficients(), sub.layers, pool.cluster,
                           ObjectiveWeights.from_instance(sub), incumbent=incumbent,
                           deadline=deadline, stop=stop,
                           forced=tuple(names.index(s) for s in sorted(forced)), path=path,
-                          revisits=_RESIDUALS.get(kind, 0), start=start, tables=pool.tables,
+                          revisits=revisits, once=kind == _ONCE,
+                          keep_apart=None if apart is None else names.index(apart),
+                          start=start, tables=pool.tables,
                           start_stall=0 if deep else START_STALL)
     return pb, names
 
@@ -214,6 +248,8 @@ def _order_parts(allowed: frozenset[str], forced: frozenset[str]
     rest = sorted(allowed - forced)
     none: _Kind = ()
     parts = [(allowed - {x}, forced | set(rest[:i]), none) for i, x in enumerate(rest)]
+    if len(allowed) > _PATH_SITES:
+        return [*parts, (allowed, allowed, _ONCE), (allowed, allowed, _REVISITS)]
     parts += [(allowed, allowed, p) for p in itertools.permutations(sorted(allowed))]
     if len(allowed) > _WALK_SITES:
         parts.append((allowed, allowed, _REVISITS))
@@ -315,11 +351,13 @@ def branch_on_sites(instance: Instance, root: ParametricBound, incumbent: float 
             break
         free = sorted(allowed - used - forced,
                       key=lambda x: (min((trip[idx[u], idx[x]] for u in used), default=0.0), x))
-        ordered = not free and not kind and bool(used) and 2 <= len(allowed) <= _PATH_SITES
+        ordered = not free and not kind and bool(used) and 2 <= len(allowed) <= _ORDER_SITES
         # The plans on a few sites stepping back twice or more: by their walk, once more.
         walks2 = not free and kind in _RESIDUAL_SPLITS and bool(used) and \
             len(allowed) <= _WALK2_SITES
-        splittable = bool(used) and bool(free or ordered or walks2)
+        # The other residuals: by a site they visit twice or more (a cover of the plans).
+        apart = not free and kind in _RESIDUALS and not walks2 and bool(used)
+        splittable = bool(used) and bool(free or ordered or walks2 or apart)
         start, ran_with, done, deep = boxes.get(tie, (None, math.inf, True, True))
         # A node searched with a worse incumbent (a path node's proof may need the finer
         # boxes near the new one), or cut by its time slice, runs again from its boxes;
@@ -346,6 +384,8 @@ def branch_on_sites(instance: Instance, root: ParametricBound, incumbent: float 
             back, rest = _RESIDUAL_SPLITS[kind]
             parts = [(allowed, allowed, w) for w in walks_stepping_back(sorted(allowed), back)]
             parts.append((allowed, allowed, rest))
+        elif apart:
+            parts = [(allowed, allowed, (_APART, x, kind[0])) for x in sorted(allowed)]
         else:
             parts = [(allowed - set(free), forced, kind)]
             parts += [(allowed - set(free[:i]), forced | {x}, kind) for i, x in enumerate(free)]

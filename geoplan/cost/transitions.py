@@ -73,9 +73,10 @@ def potential_prices(base: np.ndarray, site: np.ndarray, alpha: np.ndarray,
 
 
 @njit(cache=True)
-def _walks(t):  # pragma: no cover - compiled
+def _walks(t, simple=False):  # pragma: no cover - compiled
     """D[f, S, v]: the cheapest walk from site f through exactly the sites of bit set S
-    (revisits allowed) ending at v (inf: none); ``t`` the nonnegative step costs."""
+    (revisits allowed; ``simple``: each once, a path) ending at v (inf: none); ``t`` the
+    nonnegative step costs."""
     n = t.shape[0]
     full = 1 << n
     D = np.full((n, full, n), np.inf)
@@ -93,7 +94,8 @@ def _walks(t):  # pragma: no cover - compiled
                             best = D[f, prev, u] + t[u, v]
                     D[f, S, v] = best
             # Walks may step back to sites already in S: relax within S (costs >= 0).
-            _relax_within(D, f, S, t)
+            if not simple:
+                _relax_within(D, f, S, t)
     return D
 
 
@@ -152,8 +154,8 @@ def _revisiting_walks(t, need):  # pragma: no cover - compiled
 
 
 def walk_rows(trip: np.ndarray, lo: np.ndarray, first: int | None = None,
-              last: int | None = None, must: tuple[int, ...] = (), revisits: int = 0
-              ) -> list[tuple[np.ndarray, float]]:
+              last: int | None = None, must: tuple[int, ...] = (), revisits: int = 0,
+              once: bool = False) -> list[tuple[np.ndarray, float]]:
     """The walk prices' constraints: (variable indices, right-hand side) rows of
     ``sum x[i] <= rhs``, variable ``4 s + k`` the price of site s closing with ``KINDS[k]``.
 
@@ -164,13 +166,16 @@ def walk_rows(trip: np.ndarray, lo: np.ndarray, first: int | None = None,
     for only the plans whose first site is ``first``, last site ``last`` and used sites
     include ``must`` need only the rows of those (first, last, used set); for only the
     plans whose walk steps back to a visited site at least ``revisits`` times (1 or more),
-    only walks that do.
+    only walks that do; ``once``: for only the plans visiting each site once, paths
+    (no closed walks: the first and last stage are then on distinct sites).
     """
     n = trip.shape[0]
     red = trip - lo[:, None] - lo[None, :]
     red = np.where(np.isfinite(red), np.maximum(red, 0.0), _INF)
     np.fill_diagonal(red, _INF)
-    D = _walks(red)
+    if once and revisits:
+        raise ValueError("plans visiting each site once never step back")
+    D = _walks(red, once)
     R = _revisiting_walks(red, int(revisits)) if revisits else D
     # A closed walk's step back to its first site is a repeat of its own.
     C = _revisiting_walks(red, int(revisits) - 1) if revisits >= 2 else D
@@ -185,7 +190,7 @@ def walk_rows(trip: np.ndarray, lo: np.ndarray, first: int | None = None,
                 continue
             closed = min((C[f, S, u] + red[u, f] for u in members if u != f), default=_INF)
             mids = [4 * m + 2 for m in members if m != f]
-            if math.isfinite(closed) and (last is None or last == f):
+            if math.isfinite(closed) and (last is None or last == f) and not once:
                 rows.append((np.array([4 * f + 3, *mids]), float(closed)))
             for end in members:
                 w = R[f, S, end]

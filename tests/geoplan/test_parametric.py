@@ -309,6 +309,35 @@ def test_walk_rows_match_enumerated_walks() -> None:
     assert any(rhs < 40.0 for idx, rhs in rows if {int(k) // 4 for k in idx} == {0, 2})
 
 
+def test_walk_rows_for_plans_visiting_each_site_once() -> None:
+    """For plans visiting each site once the rows are paths: each right-hand side is the
+    cheapest path (no site twice, enumerated) from its first to its last site, at least
+    the walk's; no closed rows (the first and last stage lie on distinct sites)."""
+    rng = np.random.default_rng(5)
+    trip = rng.uniform(2.0, 9.0, (4, 4))
+    trip = trip + trip.T
+    np.fill_diagonal(trip, math.inf)
+    trip[0, 2] = trip[2, 0] = 40.0  # a detour through another site is cheaper
+    lo = np.array([0.5, 1.0, 0.2, 0.7])
+    red = trip - lo[:, None] - lo[None, :]
+    plain = {tuple(sorted(int(k) for k in idx)): rhs for idx, rhs in walk_rows(trip, lo)}
+    rows = walk_rows(trip, lo, once=True)
+    assert rows
+    for idx, rhs in rows:
+        kinds = {j: [int(k) // 4 for k in idx if int(k) % 4 == j] for j in range(4)}
+        assert not kinds[3]
+        f, last = kinds[0][0], kinds[1][0]
+        sites = {int(k) // 4 for k in idx}
+        want = min(sum(red[a, b] for a, b in itertools.pairwise((f, *mid, last)))
+                   for mid in itertools.permutations(sites - {f, last}))
+        assert rhs == pytest.approx(want, rel=1e-12)
+        assert rhs >= plain[tuple(sorted(int(k) for k in idx))] - 1e-12
+    assert any(rhs >= 40.0 - 2.0 for idx, rhs in rows
+               if {int(k) // 4 for k in idx} == {0, 2})
+    with pytest.raises(ValueError, match="never step back"):
+        walk_rows(trip, lo, revisits=1, once=True)
+
+
 def test_potential_prices_price_inter_sends_by_site() -> None:
     base = role_prices(_FOUR_GPUS, _TWO_SITES)
     p = potential_prices(base, _TWO_SITES, np.array([2.5, 3.0]), np.array([1.5, 2.0]))

@@ -154,6 +154,52 @@ def test_path_and_revisit_bounds_never_exceed_the_plans_they_count(family: str, 
         assert checked["walk3"] >= 1 and checked["revisits3"] >= 1, checked
 
 
+@pytest.mark.parametrize(("family", "seed", "lam", "n"), [
+    ("metro", 0, 1.0, 6), ("geo", 4, 0.5, 6), ("metro", 5, 1.0, 7),
+])
+def test_kept_apart_and_once_bounds_never_exceed_the_plans_they_count(
+        family: str, seed: int, lam: float, n: int) -> None:
+    """N=6 and 7, three sites: for each used set, steps back and site visited twice or
+    more, the bound with that site's runs kept apart is at most the best such plan (the
+    reference over every GPU order); for each used set, the bound of the plans visiting
+    each site once is at most the best of those. Keeping runs apart raises some bounds
+    above the plain revisit bound (it is not a no-op)."""
+    inst = _instance(family, n, 6, seed, lam)
+    ev = Evaluator(inst)
+    cl = bounds.clusters(inst)
+    args = (inst.coefficients(), inst.layers, cl, ev.weights)
+    apart: dict[tuple[frozenset[int], int, int], list[list[int]]] = {}
+    once: dict[frozenset[int], list[list[int]]] = {}
+    for k in range(2, inst.n + 1):
+        for o in itertools.permutations(range(inst.n), k):
+            walk = _site_walk(o, cl)
+            repeats = len(walk) - len(set(walk))
+            if len(walk) < 2:
+                continue
+            if not repeats:
+                once.setdefault(frozenset(walk), []).append(list(o))
+            for r in set(walk):
+                if walk.count(r) >= 2:
+                    for need in range(1, min(repeats, 3) + 1):
+                        apart.setdefault((frozenset(walk), need, r), []).append(list(o))
+    raised = 0
+    for (used, need, r), orders in sorted(apart.items(), key=str):
+        best, _, _ = reference_optimum(inst, orders)
+        forced = tuple(sorted(used))
+        pb = parametric_bound(*args, max_boxes=400, forced=forced, revisits=need,
+                              keep_apart=r)
+        assert pb.value <= best * (1 + 1e-12), (sorted(used), need, r, pb.value, best)
+        plain = parametric_bound(*args, max_boxes=400, forced=forced, revisits=need)
+        raised += pb.value > plain.value * (1 + 1e-6)
+    assert raised >= 3
+    for used, orders in once.items():
+        best, _, _ = reference_optimum(inst, orders)
+        pb = parametric_bound(*args, max_boxes=400, forced=tuple(sorted(used)), once=True)
+        assert pb.value <= best * (1 + 1e-12), (sorted(used), pb.value, best)
+    with pytest.raises(ValueError, match="once"):
+        parametric_bound(*args, max_boxes=10, once=True, revisits=1)
+
+
 @pytest.mark.parametrize(("family", "n", "seed"), [("metro", 12, 0), ("geo", 12, 3),
                                                    ("metro", 16, 2)])
 def test_walk_dp_on_a_path_is_the_site_dp(family: str, n: int, seed: int) -> None:
