@@ -505,23 +505,8 @@ def _relaxation_dp(L, order, site_last, site_pow, site_price, comp, prices, cpri
             for slot in range(1, n_slot):
                 m = 12 if slot == _SEALED else slot // 3
                 ok = close_ok[m] and (slot == _SEALED or slot - 3 * m != 1)
-                ends = site_pow[pos] * m
-                extra = ws * site_price[pos, m]
-                for gl in range(4):
-                    s = slot * 4 + gl
-                    if not alive[s]:
-                        continue
-                    if ok:
-                        for ell in range(L + 1):
-                            if V[s, ell] + extra < V[gl, ell]:
-                                V[gl, ell] = V[s, ell] + extra
-                                K[gl, ell] = K[s, ell]
-                                E[gl, ell] = E[s, ell] + ends
-                                if trace:
-                                    TC[pos, gl, ell] = s
-                        alive[gl] = True
-                    V[s, :] = np.inf
-                    alive[s] = False
+                _close_states(V, K, E, alive, L, slot, ok, site_pow[pos] * m,
+                              ws * site_price[pos, m], TC, pos, trace)
     return V[3, L], K[3, L], E[3, L], TS, TB, TR, TC
 
 
@@ -641,24 +626,31 @@ def _double_close(V, K, E, alive, L, pos, site_pow, site_price, close_ok, ws, TC
             m = 9  # the first stage's run ends inter-site: F..X
         elif m == 14:
             m = 6  # S..L
-        ok = ok and close_ok[m]
-        ends = site_pow[pos] * m
-        extra = ws * site_price[pos, m]
-        for gl in range(4):
-            s = pair * 4 + gl
-            if not alive[s]:
-                continue
-            if ok:
-                for ell in range(L + 1):
-                    if V[s, ell] + extra < V[gl, ell]:
-                        V[gl, ell] = V[s, ell] + extra
-                        K[gl, ell] = K[s, ell]
-                        E[gl, ell] = E[s, ell] + ends
-                        if trace:
-                            TC[pos, gl, ell] = s
-                alive[gl] = True
-            V[s, :] = np.inf
-            alive[s] = False
+        _close_states(V, K, E, alive, L, pair, ok and close_ok[m], site_pow[pos] * m,
+                      ws * site_price[pos, m], TC, pos, trace)
+
+
+@njit(cache=True)
+def _close_states(V, K, E, alive, L, slot, ok, ends, extra, TC, pos,
+                  trace):  # pragma: no cover - compiled
+    """Close a site's states of ``slot`` (times 4 plus the first/last flags): with ``ok``
+    each carries on in its flags' row at ``extra`` more and mask code ``ends`` added;
+    either way they end."""
+    for gl in range(4):
+        s = slot * 4 + gl
+        if not alive[s]:
+            continue
+        if ok:
+            for ell in range(L + 1):
+                if V[s, ell] + extra < V[gl, ell]:
+                    V[gl, ell] = V[s, ell] + extra
+                    K[gl, ell] = K[s, ell]
+                    E[gl, ell] = E[s, ell] + ends
+                    if trace:
+                        TC[pos, gl, ell] = s
+            alive[gl] = True
+        V[s, :] = np.inf
+        alive[s] = False
 
 
 #: Walk DP (:func:`_walk_dp`): a run's state is 3 * (ends placed: bit 0 its start, bit 1

@@ -282,16 +282,22 @@ def test_role_prices_on_a_site_path() -> None:
     assert p[2, 6] == 5.0 and p[2, 4] == 7.0 and p[2, 7] == inf and p[2, 2] == inf
 
 
-def test_walk_rows_match_enumerated_walks() -> None:
-    """Each walk row's right-hand side is the cheapest walk through its sites (revisits
-    allowed), checked against brute-force enumeration on 4 sites with asymmetric trips."""
+def _detour_trips() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Four sites with asymmetric round trips where sites 0 and 2 are cheaper to join
+    through another site: (trips, floors, reduced trips)."""
     rng = np.random.default_rng(5)
     trip = rng.uniform(2.0, 9.0, (4, 4))
     trip = trip + trip.T
     np.fill_diagonal(trip, math.inf)
     trip[0, 2] = trip[2, 0] = 40.0  # a detour through another site is cheaper
     lo = np.array([0.5, 1.0, 0.2, 0.7])
-    red = trip - lo[:, None] - lo[None, :]
+    return trip, lo, trip - lo[:, None] - lo[None, :]
+
+
+def test_walk_rows_match_enumerated_walks() -> None:
+    """Each walk row's right-hand side is the cheapest walk through its sites (revisits
+    allowed), checked against brute-force enumeration on 4 sites with asymmetric trips."""
+    trip, lo, red = _detour_trips()
     np.fill_diagonal(red, math.inf)
     walks = _walk_costs_by_enumeration(red)
     rows = walk_rows(trip, lo)
@@ -313,13 +319,7 @@ def test_walk_rows_for_plans_visiting_each_site_once() -> None:
     """For plans visiting each site once the rows are paths: each right-hand side is the
     cheapest path (no site twice, enumerated) from its first to its last site, at least
     the walk's; no closed rows (the first and last stage lie on distinct sites)."""
-    rng = np.random.default_rng(5)
-    trip = rng.uniform(2.0, 9.0, (4, 4))
-    trip = trip + trip.T
-    np.fill_diagonal(trip, math.inf)
-    trip[0, 2] = trip[2, 0] = 40.0  # a detour through another site is cheaper
-    lo = np.array([0.5, 1.0, 0.2, 0.7])
-    red = trip - lo[:, None] - lo[None, :]
+    trip, lo, red = _detour_trips()
     plain = {tuple(sorted(int(k) for k in idx)): rhs for idx, rhs in walk_rows(trip, lo)}
     rows = walk_rows(trip, lo, once=True)
     assert rows
