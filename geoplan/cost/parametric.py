@@ -425,28 +425,24 @@ def _relaxation_dp(L, order, site_last, site_pow, site_price, comp, prices, cpri
         n_st = max(n_st, 4 * _PAIR_STATES)
     TS, TB, TR, TC, V, K, E, W, KW, EW, dq, alive, nalive = _dp_buffers(
         order.shape[0], n_st, 4, L, trace)
+    caps = np.zeros(9, np.int64)
+    kappas = np.zeros(9)
     for pos in range(order.shape[0]):
         g = order[pos]
         _next_position(V, K, E, W, KW, EW, alive, nalive)
         c = comp[g]
         sigma = (ws + wd * dyn[g]) * c
+        _role_terms(caps, kappas, g, c, prices, cprices, capmid, caplast, z_hi, o, ws, wp,
+                    idle, mu, role_on, L)
         if double[pos]:
-            _double_step(V, K, E, W, KW, EW, alive, nalive, dq, L, pos, g, c, sigma, prices,
-                         cprices, capmid, caplast, z_hi, o, ws, wp, idle, mu, role_on,
+            _double_step(V, K, E, W, KW, EW, alive, nalive, dq, L, pos, sigma, caps, kappas,
                          TS, TB, TR, trace)
         else:
             for r in range(9):
-                if not role_on[r]:
-                    continue
-                price = prices[g, r]
-                if not price < np.inf:
+                if caps[r] < 1:
                     continue
                 pk = _ROLE_PREV[r]
                 nk = _ROLE_NEXT[r]
-                cap = _layer_cap(caplast[g] if nk == 0 else capmid[g], price, c, o, z_hi, L)
-                if cap < 1:
-                    continue
-                kappa = ws * (cprices[g, r] + o) + wp * idle[g] + mu
                 bits = 0
                 if pk == 0:
                     bits |= 1
@@ -472,24 +468,8 @@ def _relaxation_dp(L, order, site_last, site_pow, site_price, comp, prices, cpri
                     elif middle and f == 0:
                         nf = 1
                     nslot = _SEALED if sealed else 3 * (m | bits) + nf
-                    for gl in range(4):
-                        s = slot * 4 + gl
-                        if not alive[s]:
-                            continue
-                        ngl = gl
-                        if pk == 0:
-                            if gl & 1:
-                                continue
-                            ngl |= 1
-                        if nk == 0:
-                            if gl & 2:
-                                continue
-                            ngl |= 2
-                        t = nslot * 4 + ngl
-                        tp = pos if trace else 0
-                        _window(V[s], K[s], E[s], W[t], KW[t], EW[t], L, cap, sigma, kappa, dq,
-                                trace, TS[tp, t], TB[tp, t], TR[tp, t], s, r)
-                        nalive[t] = True
+                    _move(V, K, E, W, KW, EW, alive, nalive, dq, L, pos, slot, nslot, pk, nk,
+                          caps[r], sigma, kappas[r], TS, TB, TR, trace, r)
         V, W = W, V
         K, KW = KW, K
         E, EW = EW, E
@@ -554,26 +534,60 @@ def _pair_run_done(u):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _double_step(V, K, E, W, KW, EW, alive, nalive, dq, L, pos, g, c, sigma, prices,
-                 cprices, capmid, caplast, z_hi, o, ws, wp, idle, mu, role_on, TS, TB, TR,
-                 trace):  # pragma: no cover - compiled
+def _role_terms(caps, kappas, g, c, prices, cprices, capmid, caplast, z_hi, o, ws, wp, idle,
+                mu, role_on, L):  # pragma: no cover - compiled
+    """Fill ``caps`` and ``kappas`` per role of GPU ``g``: the most layers it may hold (0:
+    the role is off, or its sends leave no room under ``z_hi``) and its cost's constant
+    term."""
+    for r in range(9):
+        caps[r] = 0
+        price = prices[g, r]
+        if not role_on[r] or not price < np.inf:
+            continue
+        mem = caplast[g] if _ROLE_NEXT[r] == 0 else capmid[g]
+        caps[r] = _layer_cap(mem, price, c, o, z_hi, L)
+        kappas[r] = ws * (cprices[g, r] + o) + wp * idle[g] + mu
+
+
+@njit(cache=True)
+def _move(V, K, E, W, KW, EW, alive, nalive, dq, L, pos, slot, nslot, pk, nk, cap, sigma,
+          kappa, TS, TB, TR, trace, role):  # pragma: no cover - compiled
+    """One GPU in a role taking each alive state of site slot ``slot`` (times 4 plus the
+    first/last flags) to ``nslot``: a role holding the first (last) stage needs it not
+    yet placed and places it."""
+    for gl in range(4):
+        s = slot * 4 + gl
+        if not alive[s]:
+            continue
+        ngl = gl
+        if pk == 0:
+            if gl & 1:
+                continue
+            ngl |= 1
+        if nk == 0:
+            if gl & 2:
+                continue
+            ngl |= 2
+        t = nslot * 4 + ngl
+        tp = pos if trace else 0
+        _window(V[s], K[s], E[s], W[t], KW[t], EW[t], L, cap, sigma, kappa, dq,
+                trace, TS[tp, t], TB[tp, t], TR[tp, t], s, role)
+        nalive[t] = True
+
+
+@njit(cache=True)
+def _double_step(V, K, E, W, KW, EW, alive, nalive, dq, L, pos, sigma, caps, kappas, TS, TB,
+                 TR, trace):  # pragma: no cover - compiled
     """:func:`_relaxation_dp`'s step for GPU ``g`` of a site holding two runs kept apart:
     the GPU joins run 0 or 1 in one of the nine roles (role code ``r + 9 j``: run j).
 
     Site state ``u0 + _RUN_PAIR u1`` times 4 plus the first/last flags. The runs are
     interchangeable, so a GPU joins run 1 only once run 0 holds one."""
     for r in range(9):
-        if not role_on[r]:
-            continue
-        price = prices[g, r]
-        if not price < np.inf:
+        if caps[r] < 1:
             continue
         pk = _ROLE_PREV[r]
         nk = _ROLE_NEXT[r]
-        cap = _layer_cap(caplast[g] if nk == 0 else capmid[g], price, c, o, z_hi, L)
-        if cap < 1:
-            continue
-        kappa = ws * (cprices[g, r] + o) + wp * idle[g] + mu
         for pair in range(_PAIR_STATES):
             u0 = pair % _RUN_PAIR
             u1 = pair // _RUN_PAIR
@@ -584,24 +598,8 @@ def _double_step(V, K, E, W, KW, EW, alive, nalive, dq, L, pos, g, c, sigma, pri
                 if nu < 0:
                     continue
                 npair = nu + _RUN_PAIR * u1 if j == 0 else u0 + _RUN_PAIR * nu
-                for gl in range(4):
-                    s = pair * 4 + gl
-                    if not alive[s]:
-                        continue
-                    ngl = gl
-                    if pk == 0:
-                        if gl & 1:
-                            continue
-                        ngl |= 1
-                    if nk == 0:
-                        if gl & 2:
-                            continue
-                        ngl |= 2
-                    t = npair * 4 + ngl
-                    tp = pos if trace else 0
-                    _window(V[s], K[s], E[s], W[t], KW[t], EW[t], L, cap, sigma, kappa, dq,
-                            trace, TS[tp, t], TB[tp, t], TR[tp, t], s, r + 9 * j)
-                    nalive[t] = True
+                _move(V, K, E, W, KW, EW, alive, nalive, dq, L, pos, pair, npair, pk, nk,
+                      caps[r], sigma, kappas[r], TS, TB, TR, trace, r + 9 * j)
 
 
 @njit(cache=True)

@@ -244,7 +244,8 @@ def _order_parts(allowed: frozenset[str], forced: frozenset[str]
                  ) -> list[tuple[frozenset[str], frozenset[str], _Kind]]:
     """A final node's plans, parted: those leaving out some unforced site (by the first
     one left out), then those using every site by the order they visit them (once
-    each), and those visiting some site twice."""
+    each; on more than :data:`_PATH_SITES` sites, as one part), and those visiting some
+    site twice."""
     rest = sorted(allowed - forced)
     none: _Kind = ()
     parts = [(allowed - {x}, forced | set(rest[:i]), none) for i, x in enumerate(rest)]
