@@ -73,7 +73,12 @@ priced by intra-site links, an inter-site send back by the GPU's cheapest link t
 the previous site and one forward by its cheapest link to the next, caps included;
 only the first site may hold the first stage and only the last the last stage. No
 transition prices are needed, and the minimiser is itself a pipeline
-(:func:`path_plan`; the DP records its choices on request, :func:`_traceback`).
+(:func:`path_plan`; the DP records its choices on request, :func:`_traceback`). With
+only a *prefix* of the order known (``prefix``: the plans visiting every site once,
+those sites first), each site still holds one run, and a send is priced by the cheapest
+link to any site it may go to: the prefix's by their known neighbours, the last prefix
+site's forward and the other sites' sends by the sites outside the prefix (and the last
+prefix site, for a send back).
 
 **Site walks.** For the plans whose runs visit the sites in a given order with a site
 visited twice (a *walk*), joining that site's two runs would turn two sends to known
@@ -233,35 +238,44 @@ _ONCE_CLOSE = np.array([m in (6, 9, 12) for m in range(16)], np.bool_)
 
 
 def role_prices(comm: np.ndarray, cluster: np.ndarray,
-                path: tuple[int, ...] | None = None) -> np.ndarray:
+                path: tuple[int, ...] | None = None,
+                neighbours: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] | None = None
+                ) -> np.ndarray:
     """Per GPU and role (the nine ``(prev, next)`` kinds), the least its sends cost (inf: none).
 
     Only pairs linked both ways can be consecutive stages, so only those count.
     ``path``: cluster labels, for the plans that visit those sites once each in that
     order: an inter-site send back then goes to the previous site, one forward to the
-    next, and intra-site sends stay on the site (no runs are joined).
+    next, and intra-site sends stay on the site (no runs are joined). ``neighbours``:
+    the same for plans visiting each site once in an order known in part: per cluster
+    label, the labels its previous and its next site may have (a send is priced by the
+    cheapest link to any of them).
     """
+    if path is not None:
+        neighbours = {int(k): ((int(path[i - 1]),) if i else (), (int(path[i + 1]),)
+                               if i + 1 < len(path) else ()) for i, k in enumerate(path)}
     n = comm.shape[0]
     both = np.isfinite(comm) & np.isfinite(comm.T)
     np.fill_diagonal(both, False)
     out = np.full((n, N_ROLES), _INF)
-    place = {k: i for i, k in enumerate(path)} if path is not None else {}
     for g in range(n):
         js = np.nonzero(both[g])[0]
         same = cluster[js] == cluster[g]
-        if path is None:
+        if neighbours is None:
             d_all = np.sort(comm[g, js])
             d_back = d_fwd = np.sort(comm[g, js[~same]])
         else:
             d_all = np.sort(comm[g, js[same]])
-            d_back, d_fwd = (_links_to(comm, cluster, g, js, path, place.get(int(cluster[g]), -2)
-                                       + step) for step in (-1, 1))
+            back, fwd = neighbours.get(int(cluster[g]), ((), ()))
+            d_back, d_fwd = (np.sort(comm[g, js[np.isin(cluster[js], np.asarray(ks, np.int64))]])
+                             for ks in (back, fwd))
         c_in = d_all[0] if d_all.size else _INF
         c_b = d_back[0] if d_back.size else _INF
         c_f = d_fwd[0] if d_fwd.size else _INF
         m2 = d_all[0] + d_all[1] if d_all.size >= 2 else _INF
-        # Two inter-site sends: to distinct GPUs; on a path, one back and one forward.
-        x2 = c_b + c_f if path is not None else (
+        # Two inter-site sends: to distinct GPUs; with known neighbours, one back and one
+        # forward.
+        x2 = c_b + c_f if neighbours is not None else (
             d_back[0] + d_back[1] if d_back.size >= 2 else _INF)
         out[g] = (m2, c_in, c_b + c_in, c_in, c_in + c_f, 0.0, c_f, c_b, x2)
     return out
@@ -987,16 +1001,19 @@ class _Boxes:
         self.last_dp: tuple[int, float, float, float, float, float, int] = (1, 0.0, 1.0, 0.0,
                                                                            0.0, 0.0, 0)
 
-    def restrict_ends(self, first: int, last: int) -> None:
+    def restrict_ends(self, first: int, last: int | tuple[int, ...]) -> None:
         """Count only plans whose first stage lies on site index ``first`` and last
-        stage on ``last``: the roles holding a first (last) stage are dropped elsewhere."""
+        stage on ``last`` (or one of those site indices): the roles holding a first
+        (last) stage are dropped elsewhere."""
         ok = np.ones(self.base_prices.shape, np.bool_)
         gsite = np.empty(self.comp.size, np.int64)
         gsite[self.order] = self.pos_site
+        lasts = np.atleast_1d(np.asarray(last, np.int64))
         ok[np.ix_(gsite != first, np.nonzero(_ROLE_PREV == 0)[0])] = False
-        ok[np.ix_(gsite != last, np.nonzero(_ROLE_NEXT == 0)[0])] = False
+        ok[np.ix_(~np.isin(gsite, lasts), np.nonzero(_ROLE_NEXT == 0)[0])] = False
         self.role_ok = ok
-        self.walk_first, self.walk_last = first, last
+        # Walk rows know one last site at most (more: any, which only lowers them).
+        self.walk_first, self.walk_last = first, (int(lasts[0]) if lasts.size == 1 else None)
         self.prices = self._restricted(self.base_prices)
         self.cost_prices = self.prices
 
@@ -1013,6 +1030,24 @@ class _Boxes:
         # The mask code says only which sites are used (every site of the walk).
         self.walk_code = int(sum(self.site_pow[np.nonzero(self.site_last & np.isin(
             self.cluster[self.order], np.asarray(walk)))[0]] * 12))
+
+    def follow_prefix(self, prefix: tuple[int, ...]) -> None:
+        """Count only the plans visiting every site once, the sites of ``prefix`` (cluster
+        labels) first and in that order: the prefix's sends are priced by the sites they
+        go to, the others' by the cheapest link to a site they may go to (any other site
+        after the prefix, or the prefix's last site for a send back)."""
+        rest = [int(k) for k in np.unique(self.cluster) if int(k) not in prefix]
+        nb: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {
+            int(k): ((int(prefix[i - 1]),) if i else (),
+                     (int(prefix[i + 1]),) if i + 1 < len(prefix) else tuple(rest))
+            for i, k in enumerate(prefix)}
+        for r in rest:
+            others = tuple(x for x in rest if x != r)
+            nb[r] = ((int(prefix[-1]), *others), others)
+        self.base_prices = role_prices(self.comm, self.cluster, neighbours=nb)
+        self.prices = self._restricted(self.base_prices)
+        self.cost_prices = self.prices
+        self.once = True
 
     def keep_apart(self, label: int) -> None:
         """Count only the plans with two or more runs on the site of cluster label
@@ -1368,9 +1403,23 @@ class _Boxes:
 
 
 def _restrict(bx: _Boxes, cluster: np.ndarray, forced: tuple[int, ...],
-              ends: tuple[int, int] | None, path: tuple[int, ...] | None) -> bool:
-    """Restrict ``bx`` to the plans of :func:`parametric_bound`'s ``forced``, ``ends`` and
-    ``path`` (cluster labels); False when the pool has no such plan (a label missing)."""
+              ends: tuple[int, int] | None, path: tuple[int, ...] | None,
+              prefix: tuple[int, ...] | None = None) -> bool:
+    """Restrict ``bx`` to the plans of :func:`parametric_bound`'s ``forced``, ``ends``,
+    ``path`` and ``prefix`` (cluster labels); False when the pool has no such plan (a
+    label missing)."""
+    labels = np.unique(np.asarray(cluster, np.int64))  # site index i: labels[i]
+    index = {int(k): i for i, k in enumerate(labels)}
+    if prefix is not None:
+        if not prefix or len(set(prefix)) < len(prefix) or len(labels) - len(prefix) < 2:
+            raise ValueError("a site prefix names distinct sites and leaves two or more of "
+                             f"the pool's out: {prefix}")
+        if not set(prefix) <= set(index):
+            return False
+        forced = tuple(int(k) for k in labels)
+        bx.follow_prefix(tuple(prefix))
+        bx.restrict_ends(index[prefix[0]], tuple(i for k, i in index.items()
+                                                  if k not in prefix))
     if path is not None:
         if len(set(path)) < 2 or any(a == b for a, b in itertools.pairwise(path)):
             raise ValueError(f"a site walk needs two or more sites, none twice in a row: {path}")
@@ -1384,8 +1433,6 @@ def _restrict(bx: _Boxes, cluster: np.ndarray, forced: tuple[int, ...],
         if not set(forced) <= set(cl_all.tolist()):
             return False
         bx.force = bx.site_last & np.isin(cl_all[bx.order], np.asarray(forced, np.int64))
-    labels = np.unique(np.asarray(cluster, np.int64))  # site index i: labels[i]
-    index = {int(k): i for i, k in enumerate(labels)}
     bx.walk_must = tuple(sorted(index[k] for k in forced))
     if ends is not None:
         if not {ends[0], ends[1]} <= set(index):
@@ -1411,6 +1458,7 @@ def parametric_bound(
     revisits: int = 0,
     keep_apart: int | None = None,
     once: bool = False,
+    prefix: tuple[int, ...] | None = None,
     start: tuple[Box, ...] | None = None,
     tables: BoxTables | None = None,
     start_stall: int = START_STALL,
@@ -1440,7 +1488,10 @@ def parametric_bound(
     prices bounded by such walks only). ``keep_apart``: a cluster label, for the plans
     that visit that site twice or more (each with two of its runs kept apart, the rest
     joined to them; the site is forced). ``once``: for the plans that visit each site
-    they use once (one run per site; their walk prices bounded by paths). ``start``:
+    they use once (one run per site; their walk prices bounded by paths). ``prefix``:
+    cluster labels, for the plans that visit every site of the pool once, those first
+    and in that order (each send priced by the sites it may go to; no transition prices;
+    two or more sites left out of it: else it is a ``path``). ``start``:
     boxes that hold
     every plan counted better than the incumbent, each plan's objective at least its
     box's bound (the open boxes of a search over a superset of these plans); the search
@@ -1456,8 +1507,11 @@ def parametric_bound(
     """
     t0 = time.perf_counter()
     bx = _Boxes(c, layers, cluster, weights, tables)
-    if path is not None:
+    if path is not None or prefix is not None:
         tune_transitions = False
+    if prefix is not None and (path is not None or once or revisits or keep_apart is not None):
+        raise ValueError("a site prefix says the plans visit each site once, in part in "
+                         "which order: no path, once, revisits or keep_apart with it")
     bx.walk_revisits = revisits
     bx.single_site = single_site
     if once and (revisits or keep_apart is not None):
@@ -1467,7 +1521,7 @@ def parametric_bound(
         if path is not None:
             raise ValueError("a site walk says how often each site is visited: no keep_apart")
         forced = tuple(sorted(set(forced) | {keep_apart}))
-    if not _restrict(bx, cluster, forced, ends, path):
+    if not _restrict(bx, cluster, forced, ends, path, prefix):
         return ParametricBound(_INF, 0, 0, time.perf_counter() - t0, True)
     if keep_apart is not None:
         bx.keep_apart(keep_apart)

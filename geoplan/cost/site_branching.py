@@ -25,10 +25,12 @@ cheapest inter-site link, to whichever site it leads, while the walk prices only
 charge the cheapest walk through the sites: at metro N=64 L=48 lambda 1 (instance
 seed 71) the node of the three sites the best plans use stayed 0.73 % below the
 best plan HiGHS found in 150 s on those 24 GPUs. So a node whose minimiser uses all
-of A (at most :data:`_PATH_SITES` sites) is parted by the order its plans visit
+of A (at most :data:`_ORDER_SITES` sites) is parted by the order its plans visit
 the sites: those leaving out an unforced site (by the first one left out, as
 above), then for each order of A the plans visiting each site once in that order
-(a *path* node), and the plans that visit some site twice (a *revisit* node). On a
+(a *path* node; on more than :data:`_PATH_SITES` sites one *once-each* node,
+parted by prefixes below), and the plans that visit some site twice (a *revisit*
+node). On a
 path every send goes to a known site, so the search prices each by its link to
 that site (caps included) and needs no transition prices
 (``parametric_bound(path=...)``); a revisit node keeps the walk prices, bounded by
@@ -72,19 +74,30 @@ and stage caps; any further runs of x and every other site's runs are joined as 
 Every plan of the node visits some site twice, so the least part bounds it (the parts
 overlap; a bound needs a cover, not a partition). The joined relaxation let a revisit
 node's two extra inter-site ends vanish into intra-site sends, and with them their caps
-under the bottleneck Z. A node of seven sites whose minimiser uses them all is split
-into the plans visiting each site once (``once=True``: one run per site, walk prices
-bounded by paths) and those visiting some site twice; on more sites each part is a
-search on nearly the whole pool, and a node stays final (metro N=128 L=96 lambda 0.5,
-instance seed 109: splitting eight-site nodes left 10 nodes searched in 40 s instead of
-93, and a worse bound).
+under the bottleneck Z. On eight sites or more a final node stays final: each part is a
+search on nearly the whole pool (metro N=128 L=96 lambda 0.5, instance seed 109:
+splitting eight-site nodes left 10 nodes searched in 40 s instead of 93, and a worse
+bound).
 
-**Limit.** At metro N=64 L=48 lambda 1 (instance seed 149) a 600 s branching without
-kept-apart runs ended after 79 s with 16 final nodes: 14 revisit nodes on five or six
-sites at 327.4-336.3 and two others, against a best plan of 336.37 (2.0 %). With them it
-ends after about 230 s at 332.67 (1.1 %), held by the once-each node of seven sites; in
-60 s of branching (after a 15 s root search) it reaches 1.6-1.9 % instead of 2.7 %. The
-cost now is the 720 orders of a six-site node, each a path search.
+**Prefixes.** A once-each node (six or seven sites: the plans visiting each site once,
+``once=True``: one run per site, walk prices bounded by paths) is parted by the site its
+plans visit first, each such *prefix* node by the site they visit next, and so on until
+two sites are left, whose two orders are path nodes. A prefix node's search
+(``parametric_bound(prefix=...)``) prices the prefix's sends by the sites they go to and
+every other send by the cheapest link to a site it may go to (a site not yet in the
+prefix, or the prefix's last one for a send back); only the first site may hold the
+first stage. Most prefixes of two or three sites are closed by the incumbent, so a
+six-site node's 720 orders become a few dozen searches: at metro N=64 L=48 lambda 1
+(instance seed 149; 15 s root search, then 60 s of branching on one core) 111 prefix
+searches took 3.4 s where the 1,440 path searches of two six-site nodes had taken
+16-17 s, and the bound reached 1.33-1.38 % instead of 1.62-1.70 % (lambda 0.5: 0.14 %
+instead of 0.24 %); at metro N=128 L=96 lambda 0.5 (seeds 107 and 109, 40 s + 40 s)
+the bounds are unchanged.
+
+**Limit.** At metro N=64 L=48 lambda 1 (instance seed 149) 150 s of branching ends at
+333.76 against a best plan of 336.37 (0.78 %; 1.1 % after 230 s before prefixes),
+held by a final kept-apart node of six sites; the kept-apart searches (1.2-1.6 s each)
+take two thirds of the time.
 """
 
 from __future__ import annotations
@@ -153,15 +166,22 @@ _REVISITS2: _Kind = ("<revisits2>",)
 _REVISITS3: _Kind = ("<revisits3>",)
 _REVISITS4: _Kind = ("<revisits4>",)
 _RESIDUALS = {_REVISITS: 1, _REVISITS2: 2, _REVISITS3: 3, _REVISITS4: 4}
-#: The plans visiting each site once, in any order (nodes of more than _PATH_SITES sites).
+#: The plans visiting each site once, in any order (nodes of more than _PATH_SITES sites;
+#: split by prefixes).
 _ONCE: _Kind = ("<once>",)
+#: The plans visiting every site once, these sites first and in this order, (_PREFIX,
+#: *sites): a node of _ONCE is split by its first site, and each prefix node by its next
+#: one, until two sites are left (then its two paths).
+_PREFIX = "<prefix>"
 #: A residual split again by its walks: (the residual, its walks' steps back, the rest).
 _RESIDUAL_SPLITS = {_REVISITS2: (2, _REVISITS3), _REVISITS3: (3, _REVISITS4)}
 #: The plans of a residual that visit a given site twice or more, (_APART, site, the
 #: residual's marker): searched with two of that site's runs kept apart.
 _APART = "<apart>"
-#: Final nodes of at most this many sites are split by the order the plans visit them.
-_PATH_SITES = 6
+#: Final nodes of at most this many sites are split by the order the plans visit them (one
+#: path node per order); on more, the plans visiting each site once are one node, split by
+#: prefixes (six sites: a few dozen prefix searches instead of 720 path searches).
+_PATH_SITES = 5
 #: Final nodes of more sites, up to this many, are split into the plans visiting each site
 #: once and those visiting some site twice (on more, each part is a search on nearly
 #: the whole pool and the parts starve the rest).
@@ -204,7 +224,7 @@ def _pool(instance: Instance, allowed: frozenset[str],
 
 def _path_labels(pool: _Pool, kind: _Kind) -> tuple[int, ...] | None:
     """A path or walk node's sites as the pool's cluster labels (None: neither)."""
-    if not kind or kind in _RESIDUALS or kind == _ONCE or kind[0] == _APART:
+    if not kind or kind in _RESIDUALS or kind == _ONCE or kind[0] in (_APART, _PREFIX):
         return None
     return tuple(pool.names.index(s) for s in kind)
 
@@ -234,6 +254,8 @@ def _node_bound(instance: Instance, allowed: frozenset[str], forced: frozenset[s
                           deadline=deadline, stop=stop,
                           forced=tuple(names.index(s) for s in sorted(forced)), path=path,
                           revisits=revisits, once=kind == _ONCE,
+                          prefix=tuple(names.index(s) for s in kind[1:])
+                          if kind and kind[0] == _PREFIX else None,
                           keep_apart=None if apart is None else names.index(apart),
                           start=start, tables=pool.tables,
                           start_stall=0 if deep else START_STALL)
@@ -258,6 +280,18 @@ def _order_parts(allowed: frozenset[str], forced: frozenset[str]
     parts += [(allowed, allowed, w) for w in walks_stepping_back(sorted(allowed), 1)]
     parts.append((allowed, allowed, _REVISITS2))
     return parts
+
+
+def _prefix_parts(allowed: frozenset[str], prefix: tuple[str, ...]
+                  ) -> list[tuple[frozenset[str], frozenset[str], _Kind]]:
+    """The plans visiting every site of ``allowed`` once, ``prefix`` first: parted by the
+    site after the prefix (with two sites left, by the two paths)."""
+    rest = sorted(allowed - set(prefix))
+    if len(rest) == 2:
+        kinds = [(*prefix, *rest), (*prefix, *reversed(rest))]
+    else:
+        kinds = [(_PREFIX, *prefix, x) for x in rest]
+    return [(allowed, allowed, k) for k in kinds]
 
 
 def walks_stepping_back(sites: list[str], back: int) -> list[tuple[str, ...]]:
@@ -358,7 +392,9 @@ def branch_on_sites(instance: Instance, root: ParametricBound, incumbent: float 
             len(allowed) <= _WALK2_SITES
         # The other residuals: by a site they visit twice or more (a cover of the plans).
         apart = not free and kind in _RESIDUALS and not walks2 and bool(used)
-        splittable = bool(used) and bool(free or ordered or walks2 or apart)
+        # The plans visiting each site once: by the order of their first sites.
+        prefixed = not free and bool(kind) and (kind == _ONCE or kind[0] == _PREFIX)
+        splittable = bool(used) and bool(free or ordered or walks2 or apart or prefixed)
         start, ran_with, done, deep = boxes.get(tie, (None, math.inf, True, True))
         # A node searched with a worse incumbent (a path node's proof may need the finer
         # boxes near the new one), or cut by its time slice, runs again from its boxes;
@@ -387,6 +423,8 @@ def branch_on_sites(instance: Instance, root: ParametricBound, incumbent: float 
             parts.append((allowed, allowed, rest))
         elif apart:
             parts = [(allowed, allowed, (_APART, x, kind[0])) for x in sorted(allowed)]
+        elif prefixed:
+            parts = _prefix_parts(allowed, () if kind == _ONCE else kind[1:])
         else:
             parts = [(allowed - set(free), forced, kind)]
             parts += [(allowed - set(free[:i]), forced | {x}, kind) for i, x in enumerate(free)]

@@ -200,6 +200,62 @@ def test_kept_apart_and_once_bounds_never_exceed_the_plans_they_count(
         parametric_bound(*args, max_boxes=10, once=True, revisits=1)
 
 
+@pytest.mark.parametrize(("family", "seed", "lam", "sites"), [
+    ("metro", 5, 1.0, "ABCDABC"), ("geo", 4, 0.5, "ABCDDCB"), ("metro", 0, 1.0, "ABCDABD"),
+])
+def test_prefix_bounds_never_exceed_the_plans_they_count(family: str, seed: int, lam: float,
+                                                         sites: str) -> None:
+    """N=7 on four sites (the GPUs' sites relabelled, links kept): for
+    each site prefix, the bound of the plans visiting every site once, those first and in
+    that order, is at most the best such plan (the reference over every GPU order); the
+    least prefix bound of each length is at most the best once-each plan, and prefixes
+    raise some bounds above the once-each bound (it is not a no-op)."""
+    d = generators.by_family(family, 7, 6, seed, lam=lam)
+    for g, s in zip(d["gpus"], sites, strict=True):
+        g["site"] = s
+    inst = resolve_normalisers(Instance.from_dict(d))
+    ev = Evaluator(inst)
+    cl = bounds.clusters(inst)
+    labels = sorted(set(cl.tolist()))
+    args = (inst.coefficients(), inst.layers, cl, ev.weights)
+    by_walk: dict[tuple[int, ...], list[list[int]]] = {}
+    for k in range(len(labels), inst.n + 1):
+        for o in itertools.permutations(range(inst.n), k):
+            walk = _site_walk(o, cl)
+            if len(walk) == len(set(walk)) == len(labels):
+                by_walk.setdefault(walk, []).append(list(o))
+    once = parametric_bound(*args, max_boxes=400, forced=tuple(labels), once=True).value
+    raised = 0
+    for j in range(1, len(labels) - 1):
+        for prefix in itertools.permutations(labels, j):
+            orders = [o for w, os in by_walk.items() if w[:j] == prefix for o in os]
+            best = reference_optimum(inst, orders)[0] if orders else math.inf
+            pb = parametric_bound(*args, max_boxes=400, prefix=prefix)
+            assert pb.value <= best * (1 + 1e-12), (prefix, pb.value, best)
+            raised += pb.value > once * (1 + 1e-6)
+    assert raised >= 2
+    with pytest.raises(ValueError, match="prefix"):
+        parametric_bound(*args, max_boxes=10, prefix=tuple(labels[:1]), once=True)
+    with pytest.raises(ValueError, match="prefix"):
+        parametric_bound(*args, max_boxes=10, prefix=tuple(labels[:-1]))
+
+
+@pytest.mark.parametrize("k", [3, 4, 6])
+def test_prefix_parts_end_in_every_order_once(k: int) -> None:
+    """Splitting a once-each node by prefixes, again and again, ends in path nodes: every
+    order of its sites once."""
+    allowed = frozenset("ABCDEFG"[:k])
+    leaves: list[tuple[str, ...]] = []
+    todo = [site_branching._ONCE]
+    while todo:
+        kind = todo.pop()
+        prefix = () if kind == site_branching._ONCE else kind[1:]
+        for a, f, child in site_branching._prefix_parts(allowed, prefix):
+            assert a == f == allowed
+            (todo if child[0] == site_branching._PREFIX else leaves).append(child)
+    assert sorted(leaves) == sorted(itertools.permutations(sorted(allowed)))
+
+
 @pytest.mark.parametrize(("family", "n", "seed"), [("metro", 12, 0), ("geo", 12, 3),
                                                    ("metro", 16, 2)])
 def test_walk_dp_on_a_path_is_the_site_dp(family: str, n: int, seed: int) -> None:
