@@ -258,25 +258,27 @@ def role_prices(comm: np.ndarray, cluster: np.ndarray,
     both = np.isfinite(comm) & np.isfinite(comm.T)
     np.fill_diagonal(both, False)
     out = np.full((n, N_ROLES), _INF)
+    if neighbours is not None:
+        # Per GPU, its cheapest link to each site (one pass, not one per GPU and send).
+        linked = np.where(both, comm, _INF)
+        to_site = {int(k): linked[:, cluster == k].min(axis=1) for k in np.unique(cluster)}
     for g in range(n):
         js = np.nonzero(both[g])[0]
         same = cluster[js] == cluster[g]
         if neighbours is None:
             d_all = np.sort(comm[g, js])
-            d_back = d_fwd = np.sort(comm[g, js[~same]])
+            d_back = np.sort(comm[g, js[~same]])
+            c_b = c_f = d_back[0] if d_back.size else _INF
+            # Two inter-site sends: to distinct GPUs.
+            x2 = d_back[0] + d_back[1] if d_back.size >= 2 else _INF
         else:
             d_all = np.sort(comm[g, js[same]])
             back, fwd = neighbours.get(int(cluster[g]), ((), ()))
-            d_back, d_fwd = (np.sort(comm[g, js[np.isin(cluster[js], np.asarray(ks, np.int64))]])
-                             for ks in (back, fwd))
+            c_b, c_f = (min((float(to_site[k][g]) for k in ks), default=_INF)
+                        for ks in (back, fwd))
+            x2 = c_b + c_f  # one send back, one forward
         c_in = d_all[0] if d_all.size else _INF
-        c_b = d_back[0] if d_back.size else _INF
-        c_f = d_fwd[0] if d_fwd.size else _INF
         m2 = d_all[0] + d_all[1] if d_all.size >= 2 else _INF
-        # Two inter-site sends: to distinct GPUs; with known neighbours, one back and one
-        # forward.
-        x2 = c_b + c_f if neighbours is not None else (
-            d_back[0] + d_back[1] if d_back.size >= 2 else _INF)
         out[g] = (m2, c_in, c_b + c_in, c_in, c_in + c_f, 0.0, c_f, c_b, x2)
     return out
 
@@ -1014,7 +1016,13 @@ class _Boxes:
         self.role_ok = ok
         # Walk rows know one last site at most (more: any, which only lowers them).
         self.walk_first, self.walk_last = first, (int(lasts[0]) if lasts.size == 1 else None)
-        self.prices = self._restricted(self.base_prices)
+        self._price_by(self.base_prices)
+
+    def _price_by(self, base: np.ndarray) -> None:
+        """Price with role prices ``base`` (the first and last stage's roles dropped off
+        their sites, if :meth:`restrict_ends` said where they lie)."""
+        self.base_prices = base
+        self.prices = self._restricted(base)
         self.cost_prices = self.prices
 
     def follow_walk(self, walk: tuple[int, ...]) -> None:
@@ -1022,9 +1030,7 @@ class _Boxes:
         labels): on a path (each site once) the site DP with each send priced by the site
         it goes to (:func:`role_prices`); a walk that visits a site twice, :func:`_walk_dp`."""
         if len(set(walk)) == len(walk):
-            self.base_prices = role_prices(self.comm, self.cluster, walk)
-            self.prices = self._restricted(self.base_prices)
-            self.cost_prices = self.prices
+            self._price_by(role_prices(self.comm, self.cluster, walk))
             return
         self.walk = _walk_tables(self.comm, self.cluster, self.order, walk)
         # The mask code says only which sites are used (every site of the walk).
@@ -1044,9 +1050,7 @@ class _Boxes:
         for r in rest:
             others = tuple(x for x in rest if x != r)
             nb[r] = ((int(prefix[-1]), *others), others)
-        self.base_prices = role_prices(self.comm, self.cluster, neighbours=nb)
-        self.prices = self._restricted(self.base_prices)
-        self.cost_prices = self.prices
+        self._price_by(role_prices(self.comm, self.cluster, neighbours=nb))
         self.once = True
 
     def keep_apart(self, label: int) -> None:
@@ -1416,7 +1420,7 @@ def _restrict(bx: _Boxes, cluster: np.ndarray, forced: tuple[int, ...],
                              f"the pool's out: {prefix}")
         if not set(prefix) <= set(index):
             return False
-        forced = tuple(int(k) for k in labels)
+        forced = tuple(sorted(set(forced) | {int(k) for k in labels}))
         bx.follow_prefix(tuple(prefix))
         bx.restrict_ends(index[prefix[0]], tuple(i for k, i in index.items()
                                                   if k not in prefix))
