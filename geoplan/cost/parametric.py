@@ -283,45 +283,58 @@ def role_prices(comm: np.ndarray, cluster: np.ndarray,
     return out
 
 
-def _links_to(comm: np.ndarray, cluster: np.ndarray, g: int, js: np.ndarray,
-              walk: tuple[int, ...], i: int) -> np.ndarray:
-    """GPU g's links to its partners ``js`` on the site at place ``i`` of ``walk``, sorted
-    (none when there is no such place)."""
-    if not 0 <= i < len(walk):
-        return np.empty(0)
-    return np.sort(comm[g, js[cluster[js] == walk[i]]])
+#: A visit of :func:`_visit_tables`: its site's cluster label, the labels the site
+#: before it and the one after it may have, whether it may hold the first stage (its send
+#: back then may cost nothing) and whether it may hold the last (its send forward).
+Visit = tuple[int, tuple[int, ...], tuple[int, ...], bool, bool]
 
 
 def _walk_tables(comm: np.ndarray, cluster: np.ndarray, order: np.ndarray,
                  walk: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """What :func:`_walk_dp` needs of the plans whose runs visit the sites in the order
-    ``walk`` (each site at most :data:`MAX_VISITS` times): per position the runs its site holds; per
+    ``walk`` (each site at most :data:`MAX_VISITS` times): :func:`_visit_tables` of its
+    visits, each between its neighbours on the walk."""
+    last = len(walk) - 1
+    return _visit_tables(comm, cluster, order, [
+        (int(k), (int(walk[i - 1]),) if i else (), (int(walk[i + 1]),) if i < last else (),
+         i == 0, i == last) for i, k in enumerate(walk)])
+
+
+def _visit_tables(comm: np.ndarray, cluster: np.ndarray, order: np.ndarray,
+                  visits: list[Visit]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What :func:`_walk_dp` needs of the plans made of these visits (one run each, a site
+    visited at most :data:`MAX_VISITS` times): per position the runs its site holds; per
     GPU, run of its site and walk role the least the role's sends cost (intra-site sends
-    on the site, the send back to the site before that visit, forward to the one after;
-    inf: not allowed); per GPU and run whether that run ends with the last stage."""
+    on the site, the send back by the cheapest link to a site that may come before the
+    visit, forward to one that may come after; inf: not allowed); per GPU and run 1 if
+    the run ends with the last stage, 2 if it may (0: not)."""
     n = comm.shape[0]
     both = np.isfinite(comm) & np.isfinite(comm.T)
     np.fill_diagonal(both, False)
-    visits: dict[int, list[int]] = {}
-    for i, k in enumerate(walk):
-        visits.setdefault(int(k), []).append(i)
-    most = max(len(v) for v in visits.values())
+    by_site: dict[int, list[Visit]] = {}
+    for v in visits:
+        by_site.setdefault(v[0], []).append(v)
+    most = max(len(v) for v in by_site.values())
     if most > MAX_VISITS:
-        raise ValueError(f"a site walk visits each site at most {MAX_VISITS} times: {walk}")
+        raise ValueError(f"a site walk visits each site at most {MAX_VISITS} times: {visits}")
     prices = np.full((n, most, _WALK_ROLES), _INF)
-    is_last = np.zeros((n, most), np.bool_)
+    is_last = np.zeros((n, most), np.int8)
+    # Per GPU, its cheapest link to each site (one pass, not one per GPU and visit).
+    linked = np.where(both, comm, _INF)
+    to_site = {int(k): linked[:, cluster == k].min(axis=1) for k in np.unique(cluster)}
     for g in range(n):
         js = np.nonzero(both[g])[0]
         d_all = np.sort(comm[g, js[cluster[js] == cluster[g]]])
         c_in = d_all[0] if d_all.size else _INF
         m2 = d_all[0] + d_all[1] if d_all.size >= 2 else _INF
-        for j, i in enumerate(visits.get(int(cluster[g]), [])):
-            back, fwd = (_links_to(comm, cluster, g, js, walk, i + step) for step in (-1, 1))
-            c_b = 0.0 if i == 0 else (back[0] if back.size else _INF)
-            c_f = 0.0 if i == len(walk) - 1 else (fwd[0] if fwd.size else _INF)
+        for j, (_, back, fwd, first, last) in enumerate(by_site.get(int(cluster[g]), [])):
+            c_b, c_f = (min((float(to_site[k][g]) for k in ks if k in to_site), default=_INF)
+                        for ks in (back, fwd))
+            c_b = 0.0 if first else c_b
+            c_f = 0.0 if last else c_f
             prices[g, j] = (m2, c_b + c_in, c_in + c_f, c_b + c_f)
-            is_last[g, j] = i == len(walk) - 1
-    runs = np.array([len(visits.get(int(cluster[g]), [])) for g in order], np.int64)
+            is_last[g, j] = (2 if fwd else 1) if last else 0
+    runs = np.array([len(by_site.get(int(cluster[g]), [])) for g in order], np.int64)
     return runs, prices, is_last
 
 
@@ -707,8 +720,9 @@ def _walk_dp(L, order, site_last, runs, comp, prices, is_last, capmid, caplast, 
     close record per position and layer count in TC[pos, 0]).
 
     ``prices[g, j, role]``: the role's sends in run j of g's site (inf: not allowed;
-    ``prices.shape[1]`` the most runs a site holds); ``is_last[g, j]``: that run ends with
-    the last stage (its end and single roles take the last stage's cap); ``runs`` per
+    ``prices.shape[1]`` the most runs a site holds); ``is_last[g, j]``: 1 if that run ends
+    with the last stage (its end and single roles take the last stage's cap), 2 if it may
+    (the looser of the two caps); ``runs`` per
     position: the runs its site holds (0: a site off the walk, left unused). Every run
     must be used.
     """
@@ -727,7 +741,11 @@ def _walk_dp(L, order, site_last, runs, comp, prices, is_last, capmid, caplast, 
                 price = prices[g, j, role]
                 if not price < np.inf:
                     continue
-                mem = caplast[g] if is_last[g, j] and role >= 2 else capmid[g]
+                mem = capmid[g]
+                if role >= 2 and is_last[g, j] == 1:
+                    mem = caplast[g]
+                elif role >= 2 and is_last[g, j] == 2:  # may be last: the looser cap
+                    mem = max(caplast[g], capmid[g])
                 cap = _layer_cap(mem, price, c, o, z_hi, L)
                 if cap < 1:
                     continue
@@ -1052,6 +1070,38 @@ class _Boxes:
             nb[r] = ((int(prefix[-1]), *others), others)
         self._price_by(role_prices(self.comm, self.cluster, neighbours=nb))
         self.once = True
+
+    def follow_gapped(self, prefix: tuple[int, ...], middle: tuple[int, ...],
+                      suffix: tuple[int, ...]) -> None:
+        """Count only the plans whose runs visit the sites (cluster labels) of ``prefix``
+        in that order, then those of ``middle`` (a multiset) in some order, then those of
+        ``suffix``, never one twice in a row: the walk DP with each visit's run apart
+        (:func:`_walk_dp`), a send priced by the cheapest link to a site that may be there
+        (a middle visit's by the other middle sites and the prefix's last or the
+        suffix's first site; any middle visit may hold the first stage without a prefix,
+        and the last without a suffix)."""
+        if not middle:
+            raise ValueError("a gapped walk leaves one or more visits in the middle: "
+                             "else it is a walk")
+        if any(a == b for part in (prefix, suffix) for a, b in itertools.pairwise(part)):
+            raise ValueError(f"a site walk never visits a site twice in a row: {prefix}, "
+                             f"{suffix}")
+        mid = set(middle)
+        visits: list[Visit] = []
+        for i, k in enumerate(prefix):
+            fwd = (prefix[i + 1],) if i + 1 < len(prefix) else tuple(sorted(mid - {k}))
+            visits.append((k, (prefix[i - 1],) if i else (), fwd, i == 0, False))
+        for k in middle:
+            back = tuple(sorted((mid | set(prefix[-1:])) - {k}))
+            fwd = tuple(sorted((mid | set(suffix[:1])) - {k}))
+            visits.append((k, back, fwd, not prefix, not suffix))
+        for j, k in enumerate(suffix):
+            back = (suffix[j - 1],) if j else tuple(sorted(mid - {k}))
+            last = j + 1 == len(suffix)
+            visits.append((k, back, () if last else (suffix[j + 1],), False, last))
+        self.walk = _visit_tables(self.comm, self.cluster, self.order, visits)
+        self.walk_code = int(sum(self.site_pow[np.nonzero(self.site_last & np.isin(
+            self.cluster[self.order], np.asarray([v[0] for v in visits])))[0]] * 12))
 
     def keep_apart(self, label: int) -> None:
         """Count only the plans with two or more runs on the site of cluster label
@@ -1408,12 +1458,20 @@ class _Boxes:
 
 def _restrict(bx: _Boxes, cluster: np.ndarray, forced: tuple[int, ...],
               ends: tuple[int, int] | None, path: tuple[int, ...] | None,
-              prefix: tuple[int, ...] | None = None) -> bool:
+              prefix: tuple[int, ...] | None = None,
+              gapped: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None = None
+              ) -> bool:
     """Restrict ``bx`` to the plans of :func:`parametric_bound`'s ``forced``, ``ends``,
-    ``path`` and ``prefix`` (cluster labels); False when the pool has no such plan (a
-    label missing)."""
+    ``path``, ``prefix`` and ``gapped`` (cluster labels); False when the pool has no such
+    plan (a label missing)."""
     labels = np.unique(np.asarray(cluster, np.int64))  # site index i: labels[i]
     index = {int(k): i for i, k in enumerate(labels)}
+    if gapped is not None:
+        sites = {int(k) for part in gapped for k in part}
+        if not sites <= set(index):
+            return False
+        bx.follow_gapped(*(tuple(int(k) for k in part) for part in gapped))
+        forced = tuple(sorted(set(forced) | sites))
     if prefix is not None:
         if not prefix or len(set(prefix)) < len(prefix) or len(labels) - len(prefix) < 2:
             raise ValueError("a site prefix names distinct sites and leaves two or more of "
@@ -1463,6 +1521,7 @@ def parametric_bound(
     keep_apart: int | None = None,
     once: bool = False,
     prefix: tuple[int, ...] | None = None,
+    gapped: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None = None,
     start: tuple[Box, ...] | None = None,
     tables: BoxTables | None = None,
     start_stall: int = START_STALL,
@@ -1495,7 +1554,11 @@ def parametric_bound(
     they use once (one run per site; their walk prices bounded by paths). ``prefix``:
     cluster labels, for the plans that visit every site of the pool once, those first
     and in that order (each send priced by the sites it may go to; no transition prices;
-    two or more sites left out of it: else it is a ``path``). ``start``:
+    two or more sites left out of it: else it is a ``path``). ``gapped``: (prefix,
+    middle, suffix) cluster labels, for the plans whose runs visit the prefix's sites in
+    that order, then the middle's (a multiset, one or more) in any order, then the
+    suffix's, never a site twice in a row (the walk DP, each send priced by the sites
+    that may be there; no transition prices). ``start``:
     boxes that hold
     every plan counted better than the incumbent, each plan's objective at least its
     box's bound (the open boxes of a search over a superset of these plans); the search
@@ -1511,8 +1574,12 @@ def parametric_bound(
     """
     t0 = time.perf_counter()
     bx = _Boxes(c, layers, cluster, weights, tables)
-    if path is not None or prefix is not None:
+    if path is not None or prefix is not None or gapped is not None:
         tune_transitions = False
+    if gapped is not None and (path is not None or prefix is not None or once or revisits
+                               or keep_apart is not None):
+        raise ValueError("a gapped walk says how often each site is visited: no path, "
+                         "prefix, once, revisits or keep_apart with it")
     if prefix is not None and (path is not None or once or revisits or keep_apart is not None):
         raise ValueError("a site prefix says the plans visit each site once, in part in "
                          "which order: no path, once, revisits or keep_apart with it")
@@ -1525,7 +1592,7 @@ def parametric_bound(
         if path is not None:
             raise ValueError("a site walk says how often each site is visited: no keep_apart")
         forced = tuple(sorted(set(forced) | {keep_apart}))
-    if not _restrict(bx, cluster, forced, ends, path, prefix):
+    if not _restrict(bx, cluster, forced, ends, path, prefix, gapped):
         return ParametricBound(_INF, 0, 0, time.perf_counter() - t0, True)
     if keep_apart is not None:
         bx.keep_apart(keep_apart)

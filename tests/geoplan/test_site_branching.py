@@ -256,6 +256,107 @@ def test_prefix_parts_end_in_every_order_once(k: int) -> None:
     assert sorted(leaves) == sorted(itertools.permutations(sorted(allowed)))
 
 
+@pytest.mark.parametrize(("family", "seed", "lam", "sites"), [
+    ("metro", 5, 1.0, "ABCDABC"), ("geo", 4, 0.5, "ABCDDCB"), ("metro", 0, 1.0, "ABCDABD"),
+])
+def test_gapped_bounds_never_exceed_the_plans_they_count(family: str, seed: int, lam: float,
+                                                         sites: str) -> None:
+    """N=7 on four sites (relabelled as above): every gapped node met when splitting the
+    plans that step back once (each site visited, one twice) bounds the best plan whose
+    walk it holds (the reference over every GPU order), and so does each node's least
+    child; gaps raise some bounds above the node of the site visited twice (not a no-op)."""
+    d = generators.by_family(family, 7, 6, seed, lam=lam)
+    for g, s in zip(d["gpus"], sites, strict=True):
+        g["site"] = s
+    inst = resolve_normalisers(Instance.from_dict(d))
+    ev = Evaluator(inst)
+    cl = bounds.clusters(inst)
+    names = bounds.site_names(inst)
+    assert names is not None
+    args = (inst.coefficients(), inst.layers, cl, ev.weights)
+    by_walk: dict[tuple[str, ...], list[list[int]]] = {}
+    for k in range(len(names) + 1, inst.n + 1):
+        for o in itertools.permutations(range(inst.n), k):
+            walk = tuple(names[x] for x in _site_walk(o, cl))
+            if len(walk) == len(names) + 1 and len(set(walk)) == len(names):
+                by_walk.setdefault(walk, []).append(list(o))
+    allowed = frozenset(names)
+
+    def holds(kind: tuple[str, ...], walk: tuple[str, ...]) -> bool:
+        if kind[0] != site_branching._GAP:
+            return kind == walk
+        p, m, s = site_branching._gap_split(kind)
+        return walk[:len(p)] == p and walk[len(walk) - len(s):] == s and \
+            sorted(walk[len(p):len(walk) - len(s)]) == sorted(m)
+
+    def bound(kind: tuple[str, ...]) -> float:
+        label = {x: names.index(x) for x in names}
+        if kind[0] != site_branching._GAP:
+            return parametric_bound(*args, max_boxes=400, path=tuple(label[x] for x in kind)).value
+        p, m, s = site_branching._gap_split(kind)
+        return parametric_bound(*args, max_boxes=400, gapped=(
+            tuple(label[x] for x in p), tuple(label[x] for x in m),
+            tuple(label[x] for x in s))).value
+
+    raised = 0
+    for x in names:
+        root = site_branching._gap_kind((), (*names, x), ())
+        todo = [(root, bound(root))]
+        top = todo[0][1]
+        while todo:
+            kind, value = todo.pop()
+            orders = [o for w, os in by_walk.items() if holds(kind, w) for o in os]
+            best = reference_optimum(inst, orders)[0] if orders else math.inf
+            assert value <= best * (1 + 1e-12), (kind, value, best)
+            raised += value > top * (1 + 1e-6)
+            if kind[0] == site_branching._GAP:
+                children = [(c, bound(c)) for _, _, c in site_branching._gap_parts(
+                    allowed, *site_branching._gap_split(kind))]
+                assert min(v for _, v in children) <= best * (1 + 1e-12)
+                todo += children
+    assert raised >= 4
+    with pytest.raises(ValueError, match="gapped"):
+        parametric_bound(*args, max_boxes=10, gapped=((0,), (), (1,)))
+    with pytest.raises(ValueError, match="gapped"):
+        parametric_bound(*args, max_boxes=10, gapped=((0,), (1, 2), (3,)), revisits=1)
+
+
+@pytest.mark.parametrize("k", [3, 4, 5])
+def test_gap_parts_end_in_every_walk_stepping_back_once(k: int) -> None:
+    """Splitting the plans that step back once by gaps, again and again, ends in walks:
+    every walk visiting each site once and one twice, exactly once."""
+    sites = sorted("ABCDEFG"[:k])
+    allowed = frozenset(sites)
+    leaves: list[tuple[str, ...]] = []
+    todo = [site_branching._gap_kind((), (*sites, x), ()) for x in sites]
+    while todo:
+        kind = todo.pop()
+        for a, f, child in site_branching._gap_parts(allowed, *site_branching._gap_split(kind)):
+            assert a == f == allowed
+            (todo if child[0] == site_branching._GAP else leaves).append(child)
+    assert sorted(leaves) == site_branching.walks_stepping_back(sites, 1)
+
+
+@pytest.mark.parametrize(("family", "n", "seed"), [("metro", 12, 0), ("geo", 12, 3)])
+def test_a_gap_of_one_visit_is_its_walk(family: str, n: int, seed: int) -> None:
+    """A gapped walk with one visit in the middle and a prefix and suffix is that walk:
+    the same tables for the walk DP."""
+    inst = _instance(family, n, n, seed, 1.0)
+    cl = bounds.clusters(inst)
+    sites = sorted(set(cl.tolist()))
+    bx = parametric._Boxes(inst.coefficients(), inst.layers, cl, Evaluator(inst).weights)
+    for walk in itertools.permutations(sites + sites[:1], len(sites) + 1):
+        if any(a == b for a, b in itertools.pairwise(walk)):
+            continue
+        for i in range(1, len(walk) - 1):
+            bx.follow_gapped(walk[:i], walk[i:i + 1], walk[i + 1:])
+            assert bx.walk is not None
+            gap = bx.walk
+            ref = parametric._walk_tables(bx.comm, cl, bx.order, walk)
+            for a, b in zip(gap, ref, strict=True):
+                np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.parametrize(("family", "n", "seed"), [("metro", 12, 0), ("geo", 12, 3),
                                                    ("metro", 16, 2)])
 def test_walk_dp_on_a_path_is_the_site_dp(family: str, n: int, seed: int) -> None:
