@@ -611,7 +611,9 @@ def _double_step(V, K, E, W, KW, EW, alive, nalive, dq, L, pos, sigma, caps, kap
     the GPU joins run 0 or 1 in one of the nine roles (role code ``r + 9 j``: run j).
 
     Site state ``u0 + _RUN_PAIR u1`` times 4 plus the first/last flags. The runs are
-    interchangeable, so a GPU joins run 1 only once run 0 holds one."""
+    interchangeable, so only states with ``u0 >= u1`` are kept (a move that breaks the
+    order swaps the runs; half the states of both orders), and from ``u0 == u1`` a GPU
+    joins run 0 only; the role code's run is the one it joined before any swap."""
     for r in range(9):
         if caps[r] < 1:
             continue
@@ -620,13 +622,19 @@ def _double_step(V, K, E, W, KW, EW, alive, nalive, dq, L, pos, sigma, caps, kap
         for pair in range(_PAIR_STATES):
             u0 = pair % _RUN_PAIR
             u1 = pair // _RUN_PAIR
+            if u1 > u0:
+                continue
+            if not (alive[4 * pair] or alive[4 * pair + 1] or alive[4 * pair + 2]
+                    or alive[4 * pair + 3]):
+                continue
             for j in range(2):
-                if j == 1 and u0 == 0:
+                if j == 1 and u0 == u1:
                     break
                 nu = _pair_run_step(u0 if j == 0 else u1, pk, nk)
                 if nu < 0:
                     continue
-                npair = nu + _RUN_PAIR * u1 if j == 0 else u0 + _RUN_PAIR * nu
+                a, b = (nu, u1) if j == 0 else (u0, nu)
+                npair = max(a, b) + _RUN_PAIR * min(a, b)
                 _move(V, K, E, W, KW, EW, alive, nalive, dq, L, pos, pair, npair, pk, nk,
                       caps[r], sigma, kappas[r], TS, TB, TR, trace, r + 9 * j)
 

@@ -68,24 +68,25 @@ once it comes up, and the nodes on one site set share its pool and box tables.
 
 **Gaps.** A revisit node of five to seven sites (the plans visiting every site, some
 twice) is parted into the plans stepping back once and the rest (two or more steps back,
-``_REVISITS2``). The first are one *gapped* node per site x they visit twice: the plans
-whose walk holds every site once and x twice, in an order not yet known. A gapped node
-is (prefix, middle, suffix): the walks starting with the prefix and ending with the
-suffix, the middle's visits (a multiset) between them in any order. It is searched by
-the walk DP (``parametric_bound(gapped=...)``: each visit's run apart, as on a walk; a
-send priced by the cheapest link to a site that may be there; a middle visit may hold
-the first stage when there is no prefix, the last when there is no suffix), and parted
-by the walk's first site, then its last, then the site after the prefix, each part
-kept only if its middle can still be ordered with no site twice in a row; with two
-visits or fewer left in the middle, by its walks. The parts are exact, and most short
-prefixes are closed by the incumbent: on six sites 1,800 walks per site visited twice,
-of which a handful are searched. The kept-apart cover below, which these nodes replace
-for one step back, searched a whole six-site pool with a 729-state pair DP (1.2-1.9 s a
-node, against 25-50 ms for a gapped node). At metro N=64 L=48 lambda 1 (instance seed
-149; 15 s root search, one core) 150 s of branching end 0.38 % below the best plan
-instead of 0.78 %; after 60 s 1.38 % as before (the first gapped splits are not yet
-through); at metro N=128 L=96 lambda 0.5 (seeds 107 and 109, 40 s + 40 s) no gapped
-node comes up and the bounds are unchanged.
+``_REVISITS2``). The first are parted by the site x they visit twice and the site they
+visit first, each part a *gapped* node. A gapped node is (prefix, middle, suffix): the
+walks starting with the prefix and ending with the suffix, the middle's visits (a
+multiset) between them in any order. It is searched by the walk DP
+(``parametric_bound(gapped=...)``: each visit's run apart, as on a walk; a send priced by
+the cheapest link to a site that may be there; a middle visit may hold the last stage
+when there is no suffix), and parted by the walk's last site, then the site after the
+prefix, each part kept only if its middle can still be ordered with no site twice in a
+row; with two visits or fewer left in the middle, by its walks. The parts are exact, and
+most short prefixes are closed by the incumbent: on six sites 1,800 walks per site
+visited twice, of which a handful are searched. The kept-apart cover below, which these
+nodes replace for one step back, searched a whole six-site pool with a pair DP (1.2-1.9
+s a node, against 25-50 ms for a gapped node). At metro N=64 L=48 lambda 1 (instance
+seed 149; 15 s root search, one core) branching ends 1.21 % below the best plan after
+60 s (1.38 % with the kept-apart cover) and 0.37-0.38 % after 150 s (0.78 %), still
+splitting gapped nodes when time is up; at metro N=128 L=96 lambda 0.5 (seeds 107 and
+109, 40 s + 40 s) no gapped node comes up and the bounds are unchanged. Gapped nodes for
+two steps back too (one site visited three times or two twice) did worse at 60 s (1.46
+%): their searches took 69 ms each and crowded out the rest.
 
 **Runs kept apart.** A residual revisit node that is not split by walks or gaps (two or
 more steps back on five to seven sites; four sites once it steps back twice; three once
@@ -117,9 +118,9 @@ instead of 0.24 %); at metro N=128 L=96 lambda 0.5 (seeds 107 and 109, 40 s + 40
 the bounds are unchanged.
 
 **Limit.** At metro N=64 L=48 lambda 1 (instance seed 149) 150 s of branching ends at
-335.08 against a best plan of 336.37 (0.38 %); the kept-apart searches of the plans
-stepping back twice (0.8-1.9 s each) take a quarter of the time, the 2,200 gapped
-searches two fifths.
+335.13 against a best plan of 336.37 (0.37 %), the least open nodes gapped ones not yet
+searched; the kept-apart searches of the plans stepping back twice (1.7 s each) take a
+seventh of the time, the 2,300 gapped searches two fifths.
 """
 
 from __future__ import annotations
@@ -137,6 +138,7 @@ import numpy as np
 from geoplan.cost import bounds, transitions
 from geoplan.cost.evaluate import evaluate
 from geoplan.cost.parametric import (
+    MAX_VISITS,
     START_STALL,
     Box,
     BoxTables,
@@ -219,6 +221,9 @@ _ORDER_SITES = 7
 #: plans stepping back once (one gapped node per site visited twice, split by the walk's
 #: first and last site and then its prefix) and the rest (two or more steps back).
 _GAP_SITES = 7
+#: The steps back of the residuals split so (the rest: the next residual).
+_GAP_BACK = (1,)
+_NEXT_RESIDUAL = {_REVISITS: _REVISITS2, _REVISITS2: _REVISITS3}
 #: On at most this many sites the plans visiting some site twice are split further: one
 #: node per walk that visits one site twice and the others once (18 walks on 3 sites,
 #: 144 on 4, 1200 on 5), and the rest (two or more steps back).
@@ -286,6 +291,19 @@ def _arrangeable(before: str | None, middle: tuple[str, ...], after: str | None)
             if _arrangeable(x, middle[:i] + middle[i + 1:], after):
                 return True
     return False
+
+
+def _gap_roots(allowed: frozenset[str], back: int
+               ) -> list[tuple[frozenset[str], frozenset[str], _Kind]]:
+    """The plans visiting every site of ``allowed`` and stepping back exactly ``back``
+    times, parted by the sites they visit more than once (each at most
+    :data:`~geoplan.cost.parametric.MAX_VISITS` times) and the site they visit first."""
+    sites = sorted(allowed)
+    out = []
+    for extra in itertools.combinations_with_replacement(sites, back):
+        if max(extra.count(x) for x in extra) < MAX_VISITS:
+            out += _gap_parts(allowed, (), tuple(sorted((*sites, *extra))), ())
+    return out
 
 
 def _gap_parts(allowed: frozenset[str], prefix: tuple[str, ...], middle: tuple[str, ...],
@@ -489,7 +507,7 @@ def branch_on_sites(instance: Instance, root: ParametricBound, incumbent: float 
             len(allowed) <= _WALK2_SITES
         # The plans on a few sites stepping back once or more: those stepping back once by
         # the site they visit twice (gapped nodes), and the rest.
-        once_back = not free and kind == _REVISITS and bool(used) and \
+        once_back = not free and _RESIDUALS.get(kind, 0) in _GAP_BACK and bool(used) and \
             len(allowed) <= _GAP_SITES
         gapped = not free and bool(kind) and kind[0] == _GAP
         # The other residuals: by a site they visit twice or more (a cover of the plans).
@@ -525,9 +543,8 @@ def branch_on_sites(instance: Instance, root: ParametricBound, incumbent: float 
             parts = [(allowed, allowed, w) for w in walks_stepping_back(sorted(allowed), back)]
             parts.append((allowed, allowed, rest))
         elif once_back:
-            parts = [(allowed, allowed, _gap_kind((), (*sorted(allowed), x), ()))
-                     for x in sorted(allowed)]
-            parts.append((allowed, allowed, _REVISITS2))
+            parts = _gap_roots(allowed, _RESIDUALS[kind])
+            parts.append((allowed, allowed, _NEXT_RESIDUAL[kind]))
         elif gapped:
             parts = _gap_parts(allowed, *_gap_split(kind))
         elif apart:

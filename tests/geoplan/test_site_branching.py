@@ -321,20 +321,24 @@ def test_gapped_bounds_never_exceed_the_plans_they_count(family: str, seed: int,
         parametric_bound(*args, max_boxes=10, gapped=((0,), (1, 2), (3,)), revisits=1)
 
 
-@pytest.mark.parametrize("k", [3, 4, 5])
-def test_gap_parts_end_in_every_walk_stepping_back_once(k: int) -> None:
-    """Splitting the plans that step back once by gaps, again and again, ends in walks:
-    every walk visiting each site once and one twice, exactly once."""
+@pytest.mark.parametrize(("k", "back"), [(3, 1), (4, 1), (5, 1), (3, 2), (4, 2)])
+def test_gap_parts_end_in_every_walk_stepping_back(k: int, back: int) -> None:
+    """Splitting the plans that step back once (twice) by gaps, again and again, ends in
+    walks: every walk through each site stepping back that often, exactly once."""
     sites = sorted("ABCDEFG"[:k])
     allowed = frozenset(sites)
     leaves: list[tuple[str, ...]] = []
-    todo = [site_branching._gap_kind((), (*sites, x), ()) for x in sites]
+    todo: list[tuple[str, ...]] = []
+    for a, f, child in site_branching._gap_roots(allowed, back):
+        assert a == f == allowed
+        (todo if child[0] == site_branching._GAP else leaves).append(child)
+    assert todo
     while todo:
         kind = todo.pop()
         for a, f, child in site_branching._gap_parts(allowed, *site_branching._gap_split(kind)):
             assert a == f == allowed
             (todo if child[0] == site_branching._GAP else leaves).append(child)
-    assert sorted(leaves) == site_branching.walks_stepping_back(sites, 1)
+    assert sorted(leaves) == site_branching.walks_stepping_back(sites, back)
 
 
 @pytest.mark.parametrize(("family", "n", "seed"), [("metro", 12, 0), ("geo", 12, 3)])
