@@ -102,7 +102,7 @@ search on nearly the whole pool (metro N=128 L=96 lambda 0.5, instance seed 109:
 splitting eight-site nodes left 10 nodes searched in 40 s instead of 93, and a worse
 bound).
 
-**Prefixes.** A once-each node (six or seven sites: the plans visiting each site once,
+**Prefixes.** A once-each node (five to seven sites: the plans visiting each site once,
 ``once=True``: one run per site, walk prices bounded by paths) is parted by the site its
 plans visit first, each such *prefix* node by the site they visit next, and so on until
 two sites are left, whose two orders are path nodes. A prefix node's search
@@ -115,7 +115,11 @@ six-site node's 720 orders become a few dozen searches: at metro N=64 L=48 lambd
 searches took 3.4 s where the 1,440 path searches of two six-site nodes had taken
 16-17 s, and the bound reached 1.33-1.38 % instead of 1.62-1.70 % (lambda 0.5: 0.14 %
 instead of 0.24 %); at metro N=128 L=96 lambda 0.5 (seeds 107 and 109, 40 s + 40 s)
-the bounds are unchanged.
+the bounds are unchanged. Five-site nodes were first left to their 120 path searches;
+with gapped nodes in place, prefixes there too (15 s + 60 s, one run each): lambda 1,
+1.17 % instead of 1.21 %; lambda 0.5, 0.09 % instead of 0.17-0.25 %; metro N=128
+lambda 0.5 seed 107 unchanged; metro N=64 lambda 1 seeds 59 and 73 still proven by the
+sliced MILP in 12-15 s.
 
 **Limit.** At metro N=64 L=48 lambda 1 (instance seed 149) 150 s of branching ends at
 335.13 against a best plan of 336.37 (0.37 %), the least open nodes gapped ones not yet
@@ -211,8 +215,9 @@ _RESIDUAL_SPLITS = {_REVISITS2: (2, _REVISITS3), _REVISITS3: (3, _REVISITS4)}
 _APART = "<apart>"
 #: Final nodes of at most this many sites are split by the order the plans visit them (one
 #: path node per order); on more, the plans visiting each site once are one node, split by
-#: prefixes (six sites: a few dozen prefix searches instead of 720 path searches).
-_PATH_SITES = 5
+#: prefixes (six sites: a few dozen prefix searches instead of 720 path searches; five
+#: sites: fewer than 120).
+_PATH_SITES = 4
 #: Final nodes of more sites, up to this many, are split into the plans visiting each site
 #: once and those visiting some site twice (on more, each part is a search on nearly
 #: the whole pool and the parts starve the rest).
