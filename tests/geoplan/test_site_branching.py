@@ -26,6 +26,14 @@ def _instance(family: str, n: int, layers: int, seed: int, lam: float) -> Instan
         generators.by_family(family, n, layers, seed, lam=lam)))
 
 
+def _relabelled(family: str, seed: int, lam: float, sites: str) -> Instance:
+    """An N=7, L=6 instance whose GPUs' sites are ``sites`` (their links kept)."""
+    d = generators.by_family(family, len(sites), 6, seed, lam=lam)
+    for g, s in zip(d["gpus"], sites, strict=True):
+        g["site"] = s
+    return resolve_normalisers(Instance.from_dict(d))
+
+
 @pytest.mark.parametrize(("family", "seed", "lam"), [
     ("metro", 0, 1.0), ("metro", 1, 0.5), ("metro", 2, 1.0), ("geo", 3, 1.0), ("geo", 4, 0.5),
 ])
@@ -210,10 +218,7 @@ def test_prefix_bounds_never_exceed_the_plans_they_count(family: str, seed: int,
     that order, is at most the best such plan (the reference over every GPU order); the
     least prefix bound of each length is at most the best once-each plan, and prefixes
     raise some bounds above the once-each bound (it is not a no-op)."""
-    d = generators.by_family(family, 7, 6, seed, lam=lam)
-    for g, s in zip(d["gpus"], sites, strict=True):
-        g["site"] = s
-    inst = resolve_normalisers(Instance.from_dict(d))
+    inst = _relabelled(family, seed, lam, sites)
     ev = Evaluator(inst)
     cl = bounds.clusters(inst)
     labels = sorted(set(cl.tolist()))
@@ -265,10 +270,7 @@ def test_gapped_bounds_never_exceed_the_plans_they_count(family: str, seed: int,
     plans that step back once (each site visited, one twice) bounds the best plan whose
     walk it holds (the reference over every GPU order), and so does each node's least
     child; gaps raise some bounds above the node of the site visited twice (not a no-op)."""
-    d = generators.by_family(family, 7, 6, seed, lam=lam)
-    for g, s in zip(d["gpus"], sites, strict=True):
-        g["site"] = s
-    inst = resolve_normalisers(Instance.from_dict(d))
+    inst = _relabelled(family, seed, lam, sites)
     ev = Evaluator(inst)
     cl = bounds.clusters(inst)
     names = bounds.site_names(inst)
