@@ -87,7 +87,10 @@ lambda 1, instance seed 73: the walk B H A H, joined, stayed 0.45 % below the be
 plan). So :func:`_walk_dp` keeps every visit's run apart: its state per site is the
 tuple of its runs' states (ends placed, middles; a site is visited at most
 :data:`MAX_VISITS` times), each GPU takes a role in one of the runs, priced by that
-run's neighbouring sites. Its minimiser is a pipeline too.
+run's neighbouring sites. Its minimiser is a pipeline too. With only the walk's prefix
+and suffix known (``gapped``: the visits between them a multiset in unknown order), the
+same DP prices each middle visit's sends by the cheapest link to a site that may be next
+to it (:func:`_visit_tables`).
 
 **Runs kept apart.** For the plans visiting a given site x twice or more (its site
 walk unknown), join x's runs into two rather than one (each of the others to one of
