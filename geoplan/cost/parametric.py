@@ -262,9 +262,7 @@ def role_prices(comm: np.ndarray, cluster: np.ndarray,
     np.fill_diagonal(both, False)
     out = np.full((n, N_ROLES), _INF)
     if neighbours is not None:
-        # Per GPU, its cheapest link to each site (one pass, not one per GPU and send).
-        linked = np.where(both, comm, _INF)
-        to_site = {int(k): linked[:, cluster == k].min(axis=1) for k in np.unique(cluster)}
+        to_site = _links_to_sites(comm, cluster, both)
     for g in range(n):
         js = np.nonzero(both[g])[0]
         same = cluster[js] == cluster[g]
@@ -284,6 +282,14 @@ def role_prices(comm: np.ndarray, cluster: np.ndarray,
         m2 = d_all[0] + d_all[1] if d_all.size >= 2 else _INF
         out[g] = (m2, c_in, c_b + c_in, c_in, c_in + c_f, 0.0, c_f, c_b, x2)
     return out
+
+
+def _links_to_sites(comm: np.ndarray, cluster: np.ndarray, both: np.ndarray
+                    ) -> dict[int, np.ndarray]:
+    """Per cluster label, each GPU's cheapest link (linked both ways, ``both``) to a GPU
+    of that site (one pass, not one per GPU and send)."""
+    linked = np.where(both, comm, _INF)
+    return {int(k): linked[:, cluster == k].min(axis=1) for k in np.unique(cluster)}
 
 
 #: A visit of :func:`_visit_tables`: its site's cluster label, the labels the site
@@ -322,9 +328,7 @@ def _visit_tables(comm: np.ndarray, cluster: np.ndarray, order: np.ndarray,
         raise ValueError(f"a site walk visits each site at most {MAX_VISITS} times: {visits}")
     prices = np.full((n, most, _WALK_ROLES), _INF)
     is_last = np.zeros((n, most), np.int8)
-    # Per GPU, its cheapest link to each site (one pass, not one per GPU and visit).
-    linked = np.where(both, comm, _INF)
-    to_site = {int(k): linked[:, cluster == k].min(axis=1) for k in np.unique(cluster)}
+    to_site = _links_to_sites(comm, cluster, both)
     for g in range(n):
         js = np.nonzero(both[g])[0]
         d_all = np.sort(comm[g, js[cluster[js] == cluster[g]]])
@@ -1062,9 +1066,12 @@ class _Boxes:
             self._price_by(role_prices(self.comm, self.cluster, walk))
             return
         self.walk = _walk_tables(self.comm, self.cluster, self.order, walk)
-        # The mask code says only which sites are used (every site of the walk).
+        self._code_walk(walk)
+
+    def _code_walk(self, labels: tuple[int, ...] | list[int]) -> None:
+        """The walk DP's mask code, which says only which sites are used (``labels``)."""
         self.walk_code = int(sum(self.site_pow[np.nonzero(self.site_last & np.isin(
-            self.cluster[self.order], np.asarray(walk)))[0]] * 12))
+            self.cluster[self.order], np.asarray(labels)))[0]] * 12))
 
     def follow_prefix(self, prefix: tuple[int, ...]) -> None:
         """Count only the plans visiting every site once, the sites of ``prefix`` (cluster
@@ -1111,8 +1118,7 @@ class _Boxes:
             last = j + 1 == len(suffix)
             visits.append((k, back, () if last else (suffix[j + 1],), False, last))
         self.walk = _visit_tables(self.comm, self.cluster, self.order, visits)
-        self.walk_code = int(sum(self.site_pow[np.nonzero(self.site_last & np.isin(
-            self.cluster[self.order], np.asarray([v[0] for v in visits])))[0]] * 12))
+        self._code_walk([v[0] for v in visits])
 
     def keep_apart(self, label: int) -> None:
         """Count only the plans with two or more runs on the site of cluster label

@@ -335,13 +335,14 @@ def _gap_parts(allowed: frozenset[str], prefix: tuple[str, ...], middle: tuple[s
 
     if len(middle) <= 2:
         add(prefix, middle, suffix)
-    for x in sorted(set(middle)) if len(middle) > 2 else ():
-        if not prefix:
-            add((x,), without(x), suffix)
-        elif not suffix:
-            add(prefix, without(x), (x,))
-        elif x != prefix[-1]:
-            add((*prefix, x), without(x), suffix)
+    else:
+        for x in sorted(set(middle)):
+            if not prefix:
+                add((x,), without(x), suffix)
+            elif not suffix:
+                add(prefix, without(x), (x,))
+            elif x != prefix[-1]:
+                add((*prefix, x), without(x), suffix)
     return [(allowed, allowed, k) for k in kinds]
 
 
@@ -367,7 +368,8 @@ def _node_bound(instance: Instance, allowed: frozenset[str], forced: frozenset[s
     revisits, apart = _revisits(kind)
     gapped = None
     if kind and kind[0] == _GAP:
-        gapped = tuple(tuple(names.index(x) for x in part) for part in _gap_split(kind))
+        p, m, s = (tuple(names.index(x) for x in part) for part in _gap_split(kind))
+        gapped = (p, m, s)
     pb = parametric_bound(sub.coefficients(), sub.layers, pool.cluster,
                           ObjectiveWeights.from_instance(sub), incumbent=incumbent,
                           deadline=deadline, stop=stop,
@@ -376,7 +378,7 @@ def _node_bound(instance: Instance, allowed: frozenset[str], forced: frozenset[s
                           prefix=tuple(names.index(s) for s in kind[1:])
                           if kind and kind[0] == _PREFIX else None,
                           keep_apart=None if apart is None else names.index(apart),
-                          gapped=gapped,  # type: ignore[arg-type]
+                          gapped=gapped,
                           start=start, tables=pool.tables,
                           start_stall=0 if deep else START_STALL)
     return pb, names
