@@ -410,12 +410,13 @@ def test_stage_count_multiplier_search_reaches_the_dual_maximum(seed: int) -> No
     assert hinted  # and some search started from an earlier one's
 
 
-@pytest.mark.parametrize(("n", "seed"), [(10, 0), (16, 1)])
-def test_multiplier_cutoffs_decide_as_the_full_search(n: int, seed: int) -> None:
+@pytest.mark.parametrize(("n", "seed", "lam"), [(10, 0, 0.5), (16, 1, 0.5), (10, 0, 1.0),
+                                                 (16, 1, 1.0)])
+def test_multiplier_cutoffs_decide_as_the_full_search(n: int, seed: int, lam: float) -> None:
     # A search cut at the parent's bound (floor) or at the incumbent (ceil) may return
     # less than the full one, but the box's outcome is the same: it keeps max(bound,
     # floor), and it is closed (bound >= ceil) exactly when the full search closes it.
-    inst = Instance.from_dict(generators.by_family("metro", n, n, seed, lam=0.5))
+    inst = Instance.from_dict(generators.by_family("metro", n, n, seed, lam=lam))
     ev = Evaluator(inst)
     args = (inst.coefficients(), inst.layers, bounds.clusters(inst), ev.weights)
     probe = parametric._Boxes(*args)
@@ -444,6 +445,32 @@ def test_multiplier_cutoffs_decide_as_the_full_search(n: int, seed: int) -> None
                     checked += 1
     assert checked >= 20
     assert fewer  # the cutoffs saved work somewhere
+
+
+def test_a_remembered_cut_search_is_redone_for_a_higher_ceil() -> None:
+    # A stage-time search cut at a ceil is remembered; asked again with a higher ceil it
+    # runs again to the full maximum, and with a ceil it reaches it is reused as it is.
+    inst = Instance.from_dict(generators.by_family("metro", 16, 16, 1, lam=1.0))
+    ev = Evaluator(inst)
+    args = (inst.coefficients(), inst.layers, bounds.clusters(inst), ev.weights)
+    cut_somewhere = 0
+    for qa, qb in ((1, 3), (4, 6), (5, 20), (9, 12)):
+        for case in (0, 1):
+            z = parametric._Boxes(*args).z_worst
+            full = parametric._Boxes(*args)._lagrange(qa, qb, z, 1.0, 0.0, 0.0, 1.0, case)
+            if not math.isfinite(full):
+                continue
+            bx = parametric._Boxes(*args)
+            first, _, _ = bx._dp(qa, z, 1.0, 0.0, 0.0, 0.0, case)
+            low = min(first, full)
+            cut = bx._lagrange(qa, qb, z, 1.0, 0.0, 0.0, 1.0, case, low)
+            assert low <= cut <= full
+            calls = bx.dp_calls
+            assert bx._lagrange(qa, qb, z, 1.0, 0.0, 0.0, 1.0, case, low) == cut
+            assert bx.dp_calls == calls  # reused: it reaches that ceil
+            assert bx._lagrange(qa, qb, z, 1.0, 0.0, 0.0, 1.0, case) == full
+            cut_somewhere += cut < full
+    assert cut_somewhere  # some search stopped short of its maximum
 
 
 def test_remembered_bounds_equal_fresh_ones() -> None:
