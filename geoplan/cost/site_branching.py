@@ -100,7 +100,15 @@ node's two extra inter-site ends vanish into intra-site sends, and with them the
 under the bottleneck Z. On eight sites or more a final node stays final: each part is a
 search on nearly the whole pool (metro N=128 L=96 lambda 0.5, instance seed 109:
 splitting eight-site nodes left 10 nodes searched in 40 s instead of 93, and a worse
-bound).
+bound). A kept-apart part of the plans stepping back twice or more (on at most
+:data:`_GAP_SITES` sites) that its second search leaves below the incumbent is split
+once more (:data:`_APART_GAP_BACK`): the plans stepping back exactly twice and visiting
+x more than once (gapped nodes, as above) and those stepping back three times or more
+(x kept apart again). Only such parts are split: gapped nodes for every plan stepping back
+twice took 48 ms each on six sites and left 1.09 % where this leaves none. At metro N=64
+L=48 lambda 1 (instance seed 149, 15 s root search, one core, the best plan as
+incumbent) the last open node was the part of six sites keeping B apart, 0.195 % below
+the best plan; split so, branching proved the plan in 68 s.
 
 **Prefixes.** A once-each node (five to seven sites: the plans visiting each site once,
 ``once=True``: one run per site, walk prices bounded by paths) is parted by the site its
@@ -121,10 +129,10 @@ with gapped nodes in place, prefixes there too (15 s + 60 s, one run each): lamb
 lambda 0.5 seed 107 unchanged; metro N=64 lambda 1 seeds 59 and 73 still proven by the
 sliced MILP in 12-15 s.
 
-**Limit.** At metro N=64 L=48 lambda 1 (instance seed 149) 150 s of branching ends at
-335.13 against a best plan of 336.37 (0.37 %), the least open nodes gapped ones not yet
-searched; the kept-apart searches of the plans stepping back twice (1.7 s each) take a
-seventh of the time, the 2,300 gapped searches two fifths.
+**Time, measured.** At metro N=64 L=48 lambda 1 (instance seed 149) 150 s of branching
+ended 0.37 % below the best plan before the box searches stopped at the incumbent after
+their first DP (:meth:`geoplan.cost.parametric._Boxes._search_mu`); since, a gapped
+search takes 8.5 ms instead of 45, and 60 s of branching end 0.27 % below it.
 """
 
 from __future__ import annotations
@@ -229,6 +237,12 @@ _GAP_SITES = 7
 #: The steps back of the residuals split so (the rest: the next residual).
 _GAP_BACK = (1,)
 _NEXT_RESIDUAL = {_REVISITS: _REVISITS2, _REVISITS2: _REVISITS3}
+#: A kept-apart node of a residual with these steps back (on at most _GAP_SITES sites)
+#: that stays below the incumbent after its second search is split too: into the plans
+#: stepping back exactly that often (gapped nodes; the site kept apart among those
+#: visited more than once) and those stepping back more (the next residual's node,
+#: the same site kept apart).
+_APART_GAP_BACK = (2,)
 #: On at most this many sites the plans visiting some site twice are split further: one
 #: node per walk that visits one site twice and the others once (18 walks on 3 sites,
 #: 144 on 4, 1200 on 5), and the rest (two or more steps back).
@@ -298,15 +312,17 @@ def _arrangeable(before: str | None, middle: tuple[str, ...], after: str | None)
     return False
 
 
-def _gap_roots(allowed: frozenset[str], back: int
+def _gap_roots(allowed: frozenset[str], back: int, twice: str | None = None
                ) -> list[tuple[frozenset[str], frozenset[str], _Kind]]:
     """The plans visiting every site of ``allowed`` and stepping back exactly ``back``
-    times, parted by the sites they visit more than once (each at most
-    :data:`~geoplan.cost.parametric.MAX_VISITS` times) and the site they visit first."""
+    times (and visiting ``twice``, if given, more than once), parted by the sites they
+    visit more than once (each at most :data:`~geoplan.cost.parametric.MAX_VISITS`
+    times) and the site they visit first."""
     sites = sorted(allowed)
     out = []
     for extra in itertools.combinations_with_replacement(sites, back):
-        if max(extra.count(x) for x in extra) < MAX_VISITS:
+        if max(extra.count(x) for x in extra) < MAX_VISITS and (
+                twice is None or twice in extra):
             out += _gap_parts(allowed, (), tuple(sorted((*sites, *extra))), ())
     return out
 
@@ -519,11 +535,14 @@ def branch_on_sites(instance: Instance, root: ParametricBound, incumbent: float 
         gapped = not free and bool(kind) and kind[0] == _GAP
         # The other residuals: by a site they visit twice or more (a cover of the plans).
         apart = not free and kind in _RESIDUALS and not walks2 and not once_back and bool(used)
+        start, ran_with, done, deep = boxes.get(tie, (None, math.inf, True, True))
+        # A kept-apart node its second search leaves below the incumbent: by its steps back.
+        apart_back = not free and bool(kind) and kind[0] == _APART and deep and \
+            _RESIDUALS[(kind[2],)] in _APART_GAP_BACK and len(allowed) <= _GAP_SITES
         # The plans visiting each site once: by the order of their first sites.
         prefixed = not free and bool(kind) and (kind == _ONCE or kind[0] == _PREFIX)
         splittable = bool(used) and bool(free or ordered or walks2 or apart or prefixed
-                                          or once_back or gapped)
-        start, ran_with, done, deep = boxes.get(tie, (None, math.inf, True, True))
+                                          or once_back or gapped or apart_back)
         # A node searched with a worse incumbent (a path node's proof may need the finer
         # boxes near the new one), or cut by its time slice, runs again from its boxes;
         # so does one that would be final, once, splitting its start boxes afresh (a
@@ -556,6 +575,10 @@ def branch_on_sites(instance: Instance, root: ParametricBound, incumbent: float 
             parts = _gap_parts(allowed, *_gap_split(kind))
         elif apart:
             parts = [(allowed, allowed, (_APART, x, kind[0])) for x in sorted(allowed)]
+        elif apart_back:
+            residual = (kind[2],)
+            parts = _gap_roots(allowed, _RESIDUALS[residual], kind[1])
+            parts.append((allowed, allowed, (_APART, kind[1], _NEXT_RESIDUAL[residual][0])))
         elif prefixed:
             parts = _prefix_parts(allowed, () if kind == _ONCE else kind[1:])
         else:

@@ -261,15 +261,18 @@ def test_prefix_parts_end_in_every_order_once(k: int) -> None:
     assert sorted(leaves) == sorted(itertools.permutations(sorted(allowed)))
 
 
-@pytest.mark.parametrize(("family", "seed", "lam", "sites"), [
-    ("metro", 5, 1.0, "ABCDABC"), ("geo", 4, 0.5, "ABCDDCB"), ("metro", 0, 1.0, "ABCDABD"),
+@pytest.mark.parametrize(("family", "seed", "lam", "sites", "back"), [
+    ("metro", 5, 1.0, "ABCDABC", 1), ("geo", 4, 0.5, "ABCDDCB", 1),
+    ("metro", 0, 1.0, "ABCDABD", 1), ("metro", 5, 1.0, "ABCABCA", 2),
+    ("geo", 4, 0.5, "ABCCBAB", 2),
 ])
 def test_gapped_bounds_never_exceed_the_plans_they_count(family: str, seed: int, lam: float,
-                                                         sites: str) -> None:
-    """N=7 on four sites (relabelled as above): every gapped node met when splitting the
-    plans that step back once (each site visited, one twice) bounds the best plan whose
-    walk it holds (the reference over every GPU order), and so does each node's least
-    child; gaps raise some bounds above the node of the site visited twice (not a no-op)."""
+                                                         sites: str, back: int) -> None:
+    """N=7 on four sites (three for two steps back; relabelled as above): every gapped
+    node met when splitting the plans that step back once (twice: each site visited, one
+    three times or two twice) bounds the best plan whose walk it holds (the reference over
+    every GPU order), and so does each node's least child; gaps raise some bounds above
+    the node of the sites visited more than once (not a no-op)."""
     inst = _relabelled(family, seed, lam, sites)
     ev = Evaluator(inst)
     cl = bounds.clusters(inst)
@@ -280,7 +283,7 @@ def test_gapped_bounds_never_exceed_the_plans_they_count(family: str, seed: int,
     for k in range(len(names) + 1, inst.n + 1):
         for o in itertools.permutations(range(inst.n), k):
             walk = tuple(names[x] for x in _site_walk(o, cl))
-            if len(walk) == len(names) + 1 and len(set(walk)) == len(names):
+            if len(walk) == len(names) + back and len(set(walk)) == len(names):
                 by_walk.setdefault(walk, []).append(list(o))
     allowed = frozenset(names)
 
@@ -301,8 +304,10 @@ def test_gapped_bounds_never_exceed_the_plans_they_count(family: str, seed: int,
             tuple(label[x] for x in s))).value
 
     raised = 0
-    for x in names:
-        root = site_branching._gap_kind((), (*names, x), ())
+    for extra in itertools.combinations_with_replacement(names, back):
+        if max(extra.count(x) for x in extra) >= parametric.MAX_VISITS:
+            continue
+        root = site_branching._gap_kind((), (*names, *extra), ())
         todo = [(root, bound(root))]
         top = todo[0][1]
         while todo:
@@ -323,15 +328,20 @@ def test_gapped_bounds_never_exceed_the_plans_they_count(family: str, seed: int,
         parametric_bound(*args, max_boxes=10, gapped=((0,), (1, 2), (3,)), revisits=1)
 
 
-@pytest.mark.parametrize(("k", "back"), [(3, 1), (4, 1), (5, 1), (3, 2), (4, 2)])
-def test_gap_parts_end_in_every_walk_stepping_back(k: int, back: int) -> None:
+@pytest.mark.parametrize(("k", "back", "twice"), [
+    (3, 1, None), (4, 1, None), (5, 1, None), (3, 2, None), (4, 2, None), (3, 2, "B"),
+    (5, 2, "C"),
+])
+def test_gap_parts_end_in_every_walk_stepping_back(k: int, back: int, twice: str | None
+                                                   ) -> None:
     """Splitting the plans that step back once (twice) by gaps, again and again, ends in
-    walks: every walk through each site stepping back that often, exactly once."""
+    walks: every walk through each site stepping back that often, exactly once (with
+    ``twice``: those visiting that site more than once, as a kept-apart node is split)."""
     sites = sorted("ABCDEFG"[:k])
     allowed = frozenset(sites)
     leaves: list[tuple[str, ...]] = []
     todo: list[tuple[str, ...]] = []
-    for a, f, child in site_branching._gap_roots(allowed, back):
+    for a, f, child in site_branching._gap_roots(allowed, back, twice):
         assert a == f == allowed
         (todo if child[0] == site_branching._GAP else leaves).append(child)
     assert todo
@@ -340,7 +350,8 @@ def test_gap_parts_end_in_every_walk_stepping_back(k: int, back: int) -> None:
         for a, f, child in site_branching._gap_parts(allowed, *site_branching._gap_split(kind)):
             assert a == f == allowed
             (todo if child[0] == site_branching._GAP else leaves).append(child)
-    assert sorted(leaves) == site_branching.walks_stepping_back(sites, back)
+    walks = site_branching.walks_stepping_back(sites, back)
+    assert sorted(leaves) == [w for w in walks if twice is None or w.count(twice) > 1]
 
 
 @pytest.mark.parametrize(("family", "n", "seed"), [("metro", 12, 0), ("geo", 12, 3)])
