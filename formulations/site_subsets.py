@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -52,13 +52,21 @@ class SiteSearchParams(SolverParams):
                                     at_least=0.0, at_most=1.0)
     site_branching: bool = param(True, "then raise the parametric bound by branching on "
                                  "the sites used and their order (geoplan.cost.site_branching; "
-                                 "its path nodes also yield plans), within the bound's share "
-                                 "of the budget left")
+                                 "its path nodes also yield plans), within "
+                                 "site_branching_share of the budget left")
+    site_branching_share: float = param(0.75, "at most this share of the budget left for "
+                                        "site branching", at_least=0.0, at_most=1.0)
 
 
 #: The parametric search runs again after the site-path plans improve on the incumbent
 #: when it took at most this share of the budget left.
 _RERUN_SHARE = 0.25
+#: Before site branching, the site-subset search on the root's first site set gets at
+#: most this share of the budget left: branching closes nodes sooner under a better
+#: incumbent. At metro N=64 L=48 lambda 1 (instance seed 149) the start plan was 337.74;
+#: the MILP on the root's four sites (32 GPUs) found 336.37 in 3 s, and branching proved
+#: it in 68 s, against 108 s from 337.74 (it found 336.37 itself after 23 s).
+_FIRST_SUBSET_SHARE = 0.05
 
 
 def subset_instance(instance: Instance, labels: Sequence[int]) -> Instance | None:
@@ -84,7 +92,7 @@ def improve_on_site_subsets(
     threads: int,
     stopped: Callable[[], bool],
     max_sets: int = 2,
-) -> tuple[tuple[Plan, float] | None, dict[str, object]]:
+) -> tuple[tuple[Plan, float] | None, dict[str, list[dict[str, object]]]]:
     """The best plan of the ``milp`` solver on each site subset (at most ``max_sets``,
     in order, within ``seconds`` in all), if better than ``incumbent``; and a summary
     for the caller's info (per set: GPUs, status, objective, seconds).
@@ -128,24 +136,46 @@ def after_bound(instance: Instance, options: SolveOptions, params: SiteSearchPar
     """An exact solver's steps after its parametric bound ``pb`` (which does not prove
     ``best``): plans from its least boxes on site paths (``params.site_paths``;
     :func:`formulations.site_paths.improve_on_site_paths`) within
-    ``params.site_paths_share`` of the budget left; branching on sites
-    (``params.site_branching``;
-    :func:`geoplan.cost.parametric.refine_by_sites`) within ``bound_share`` of the budget
-    left, which may also find a better plan; then, unless that proves the best plan,
-    the site-subset search (``params.site_subsets``) within ``params.site_subsets_share``
-    of what is left. Improvements are traced and ``info`` gets ``site_paths``,
-    ``site_subsets`` and the bound's summary. Returns (the bound, the best plan, whether
-    the bound proves it)."""
+    ``params.site_paths_share`` of the budget left; the site-subset search
+    (``params.site_subsets``) on the bound's first site set within
+    :data:`_FIRST_SUBSET_SHARE` of the budget left; branching on sites
+    (``params.site_branching``; :func:`geoplan.cost.parametric.refine_by_sites`) within
+    ``params.site_branching_share`` of the budget left, which may also find a better
+    plan; then, unless that proves the best plan, the site-subset search on the other
+    site sets within ``params.site_subsets_share`` of what is left. Improvements are
+    traced and ``info`` gets ``site_paths``, ``site_subsets`` (the sets searched before
+    branching marked ``before_branching``) and the bound's summary. Returns (the bound,
+    the best plan, whether the bound proves it)."""
     subset_share = params.site_subsets_share if params.site_subsets else 0.0
     rerun_share = bound_share
-    if not params.site_branching:
-        bound_share = 0.0
+    branch_share = params.site_branching_share if params.site_branching else 0.0
+    subset_rows: list[dict[str, object]] = []
+    tried: list[tuple[int, ...]] = []  # the site sets searched before branching
 
     def record() -> None:  # the best plan and bound now, in the trace and the callbacks
         inc = None if best is None else best[1]
         shown = pb.floor if math.isfinite(pb.floor) else None
         trace.append(TraceRow(options.elapsed(), inc, shown))
         options.callbacks.on_improvement(options.elapsed(), inc, shown)
+
+    def rerun(pb: ParametricBound, incumbent: float) -> ParametricBound:
+        """``pb``, or a search run again with a better incumbent if ``pb``'s was cheap:
+        close to the incumbent it splits finer, and the last digits decide a proof (cloud
+        N=512 L=128 seed 5: 1.3e-7 short, then proven, in 11 s). Its open boxes are kept
+        when it ends (each plan better than the incumbent lies in one of them; branching
+        starts from them), with the higher of the two values: at metro N=64 L=48 lambda 1
+        (instance seed 149) branching from the boxes of the first search, split for a
+        0.4 % worse plan, was 0.18 % short after 83 s, from the second's it proves in
+        67 s, though the second's value was lower in the seventh digit."""
+        if pb.seconds > _RERUN_SHARE * options.remaining():
+            return pb
+        again = instance_bound(instance, incumbent, rerun_share, options.remaining(),
+                               options.stopped)
+        if again.value > pb.value or again.exhausted:
+            again = replace(again, value=max(again.value, pb.value))
+            info["parametric"] = again.summary()
+            return again
+        return pb
 
     if pb.plan is not None:
         # A plan the bound's own search found (the node-run bound's minimisers are plans).
@@ -164,21 +194,31 @@ def after_bound(instance: Instance, options: SolveOptions, params: SiteSearchPar
             record()
             if proves(pb.floor, best[1]):
                 return pb, best, True
-            if pb.seconds <= _RERUN_SHARE * options.remaining():
-                # A search that cheap runs again with the better plan: close to the
-                # incumbent it splits finer, and the last digits decide a proof (cloud
-                # N=512 L=128 seed 5: 1.3e-7 short, then proven, in 11 s).
-                again = instance_bound(instance, best[1], rerun_share, options.remaining(),
-                                       options.stopped)
-                if again.value > pb.value:
-                    pb = again
-                    info["parametric"] = pb.summary()
-                    record()
-                if proves(pb.floor, best[1]):
-                    return pb, best, True
-    if bound_share > 0 and not options.stopped():
+            again = rerun(pb, best[1])
+            if again is not pb:
+                pb = again
+                record()
+            if proves(pb.floor, best[1]):
+                return pb, best, True
+    if branch_share > 0 and subset_share > 0 and pb.site_sets and not options.stopped():
+        tried.append(tuple(pb.site_sets[0]))
+        better, first = improve_on_site_subsets(
+            instance, pb.site_sets[:1], best, _FIRST_SUBSET_SHARE * options.remaining(),
+            seed=options.seed, threads=options.threads, stopped=options.stopped, max_sets=1)
+        subset_rows += [{**row, "before_branching": True} for row in first["sets"]]
+        info["site_subsets"] = {"sets": subset_rows}
+        if better is not None:
+            best = better
+            record()
+            again = rerun(pb, best[1])  # its open boxes are where branching starts
+            if again is not pb:
+                pb = again
+                record()
+            if proves(pb.floor, best[1]):
+                return pb, best, True
+    if branch_share > 0 and not options.stopped():
         refined = refine_by_sites(instance, pb, None if best is None else best[1],
-                                  bound_share, options.remaining(), options.stopped)
+                                  branch_share, options.remaining(), options.stopped)
         found = None
         if refined.plan is not None:
             plan = Plan.from_pairs(refined.plan)
@@ -192,10 +232,12 @@ def after_bound(instance: Instance, options: SolveOptions, params: SiteSearchPar
             record()
         if best is not None and proves(pb.floor, best[1]):
             return pb, best, True
-    if pb.site_sets and subset_share > 0 and not options.stopped():
-        better, info["site_subsets"] = improve_on_site_subsets(
-            instance, pb.site_sets, best, subset_share * options.remaining(),
+    sets = [x for x in pb.site_sets if tuple(x) not in tried]
+    if sets and subset_share > 0 and not options.stopped():
+        better, later = improve_on_site_subsets(
+            instance, sets, best, subset_share * options.remaining(),
             seed=options.seed, threads=options.threads, stopped=options.stopped)
+        info["site_subsets"] = {"sets": subset_rows + later["sets"]}
         if better is not None:
             best = better
             record()

@@ -62,9 +62,10 @@ def test_the_optimum_s_sites_give_the_optimum(family: str, seed: int) -> None:
 def test_milp_finds_the_optimum_through_a_site_subset() -> None:
     """From a poor warm start (no start heuristic), the parametric bound cannot prove the
     start; its minimisers' sites hold the optimum, which the MILP then returns: through
-    the site-subset search when site branching is off, and through site branching (a
-    path node's minimiser, before any subset search) when it is on (the plans on site
-    paths, which find it first, off: tests/formulations/test_site_paths.py)."""
+    the site-subset search when site branching is off, through the subset search on the
+    bound's first site set before branching when it is on, and through site branching (a
+    path node's minimiser) without subset searches (the plans on site paths, which find
+    it first, off: tests/formulations/test_site_paths.py)."""
     inst = _instance("metro", 10, 1)
     opt = solve(inst, "bnb", seed=1, time_limit=600, threads=1)
     start = metis_default_plan(inst)
@@ -75,8 +76,14 @@ def test_milp_finds_the_optimum_through_a_site_subset() -> None:
     assert r.objective == pytest.approx(opt.objective, rel=1e-9)
     sets = r.info["site_subsets"]["sets"]
     assert any(row.get("improved") for row in sets)
+    first = solve(inst, "milp", seed=0, time_limit=120, threads=1, warm_start=start,
+                  params={"heuristic": False, "site_paths": False})
+    assert first.status == "optimal"
+    assert first.objective == pytest.approx(opt.objective, rel=1e-9)
+    row = first.info["site_subsets"]["sets"][0]
+    assert row["before_branching"] and row.get("improved")
     br = solve(inst, "milp", seed=0, time_limit=120, threads=1, warm_start=start,
-               params={"heuristic": False, "site_paths": False})
+               params={"heuristic": False, "site_paths": False, "site_subsets": False})
     assert br.status == "optimal" and "site_subsets" not in br.info
     assert br.info["parametric"]["site_branching"]["plan_objective"] == pytest.approx(
         opt.objective, rel=1e-9)
