@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from formulations import site_subsets
 from formulations.site_subsets import improve_on_site_subsets, subset_instance
 from geoplan.cost import bounds, evaluate
 from geoplan.cost.baseline import metis_default_plan
@@ -90,3 +91,30 @@ def test_milp_finds_the_optimum_through_a_site_subset() -> None:
     off = solve(inst, "milp", seed=0, time_limit=120, threads=1, warm_start=start,
                 params={"heuristic": False, "site_subsets": False, "site_branching": False})
     assert "site_subsets" not in off.info
+
+
+@pytest.mark.parametrize("status", ["feasible", "optimal"])
+def test_a_set_cut_short_before_branching_is_searched_again_after(
+        monkeypatch: pytest.MonkeyPatch, status: str) -> None:
+    """The search on the bound's first site set runs before site branching with a short
+    budget; unless it ended there (proven or infeasible), the set is searched again after
+    branching. Branching and the searches are stubbed: only the order is checked."""
+    calls: list[list[tuple[int, ...]]] = []
+
+    def fake(instance: Instance, site_sets: object, incumbent: object, seconds: float,
+             **kw: object) -> tuple[None, dict[str, list[dict[str, object]]]]:
+        calls.append([tuple(x) for x in site_sets])  # type: ignore[attr-defined]
+        return None, {"sets": [{"gpus": 3, "status": status, "objective": None,
+                                "seconds": 0.0}]}
+
+    monkeypatch.setattr(site_subsets, "improve_on_site_subsets", fake)
+    monkeypatch.setattr(site_subsets, "refine_by_sites", lambda instance, pb, *a, **k: pb)
+    inst = _instance("metro", 10, 1)
+    start = metis_default_plan(inst)
+    r = solve(inst, "milp", seed=0, time_limit=60, threads=1, warm_start=start,
+              params={"heuristic": False, "site_paths": False})
+    assert len(calls[0]) == 1  # the first set alone, before branching
+    rows = r.info["site_subsets"]["sets"]
+    assert rows[0]["before_branching"]
+    later = calls[1] if len(calls) > 1 else []
+    assert (calls[0][0] in later) == (status == "feasible")
