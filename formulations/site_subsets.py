@@ -158,8 +158,9 @@ def after_bound(instance: Instance, options: SolveOptions, params: SiteSearchPar
         trace.append(TraceRow(options.elapsed(), inc, shown))
         options.callbacks.on_improvement(options.elapsed(), inc, shown)
 
-    def rerun(pb: ParametricBound, incumbent: float) -> ParametricBound:
-        """``pb``, or a search run again with a better incumbent if ``pb``'s was cheap:
+    def rerun() -> None:
+        """``pb`` replaced by a search run again with the better ``best`` if ``pb``'s was
+        cheap (traced):
         close to the incumbent it splits finer, and the last digits decide a proof (cloud
         N=512 L=128 seed 5: 1.3e-7 short, then proven, in 11 s). Its open boxes are kept
         when it ends (each plan better than the incumbent lies in one of them; branching
@@ -167,15 +168,15 @@ def after_bound(instance: Instance, options: SolveOptions, params: SiteSearchPar
         (instance seed 149) branching from the boxes of the first search, split for a
         0.4 % worse plan, was 0.18 % short after 83 s, from the second's it proves in
         67 s, though the second's value was lower in the seventh digit."""
-        if pb.seconds > _RERUN_SHARE * options.remaining():
-            return pb
-        again = instance_bound(instance, incumbent, rerun_share, options.remaining(),
+        nonlocal pb
+        if best is None or pb.seconds > _RERUN_SHARE * options.remaining():
+            return
+        again = instance_bound(instance, best[1], rerun_share, options.remaining(),
                                options.stopped)
         if again.value > pb.value or again.exhausted:
-            again = replace(again, value=max(again.value, pb.value))
-            info["parametric"] = again.summary()
-            return again
-        return pb
+            pb = replace(again, value=max(again.value, pb.value))
+            info["parametric"] = pb.summary()
+            record()
 
     if pb.plan is not None:
         # A plan the bound's own search found (the node-run bound's minimisers are plans).
@@ -194,10 +195,7 @@ def after_bound(instance: Instance, options: SolveOptions, params: SiteSearchPar
             record()
             if proves(pb.floor, best[1]):
                 return pb, best, True
-            again = rerun(pb, best[1])
-            if again is not pb:
-                pb = again
-                record()
+            rerun()
             if proves(pb.floor, best[1]):
                 return pb, best, True
     if branch_share > 0 and subset_share > 0 and pb.site_sets and not options.stopped():
@@ -214,10 +212,7 @@ def after_bound(instance: Instance, options: SolveOptions, params: SiteSearchPar
         if better is not None:
             best = better
             record()
-            again = rerun(pb, best[1])  # its open boxes are where branching starts
-            if again is not pb:
-                pb = again
-                record()
+            rerun()  # its open boxes are where branching starts
             if proves(pb.floor, best[1]):
                 return pb, best, True
     if branch_share > 0 and not options.stopped():

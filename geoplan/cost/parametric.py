@@ -1463,8 +1463,8 @@ class _Boxes:
         if self.b <= 0.0 and self.a > 0.0 and math.isfinite(ceil):
             # The box's bound is a (S + (M - 1) za): it reaches ``ceil`` once S reaches
             # this (a margin above, so that the rounding below keeps it there).
-            s_ceil = ceil / self.a - (self.M - 1.0) * za + \
-                _CUT_MARGIN * max(abs(ceil / self.a), 1.0)
+            t_ceil = ceil / self.a
+            s_ceil = t_ceil - (self.M - 1.0) * za + _CUT_MARGIN * max(abs(t_ceil), 1.0)
         s_lo = self._lagrange(qa, qb, zb, 1.0, 0.0, 0.0, self.mu_scale, case, s_ceil)
         self.last_ws = self.a
         if not math.isfinite(s_lo):

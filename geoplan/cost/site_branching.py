@@ -538,7 +538,7 @@ def branch_on_sites(instance: Instance, root: ParametricBound, incumbent: float 
         start, ran_with, done, deep = boxes.get(tie, (None, math.inf, True, True))
         # A kept-apart node its second search leaves below the incumbent: by its steps back.
         apart_back = not free and bool(kind) and kind[0] == _APART and deep and \
-            _RESIDUALS[(kind[2],)] in _APART_GAP_BACK and len(allowed) <= _GAP_SITES
+            _revisits(kind)[0] in _APART_GAP_BACK and len(allowed) <= _GAP_SITES
         # The plans visiting each site once: by the order of their first sites.
         prefixed = not free and bool(kind) and (kind == _ONCE or kind[0] == _PREFIX)
         splittable = bool(used) and bool(free or ordered or walks2 or apart or prefixed
@@ -576,9 +576,8 @@ def branch_on_sites(instance: Instance, root: ParametricBound, incumbent: float 
         elif apart:
             parts = [(allowed, allowed, (_APART, x, kind[0])) for x in sorted(allowed)]
         elif apart_back:
-            residual = (kind[2],)
-            parts = _gap_roots(allowed, _RESIDUALS[residual], kind[1])
-            parts.append((allowed, allowed, (_APART, kind[1], _NEXT_RESIDUAL[residual][0])))
+            parts = _gap_roots(allowed, _revisits(kind)[0], kind[1])
+            parts.append((allowed, allowed, (_APART, kind[1], _NEXT_RESIDUAL[(kind[2],)][0])))
         elif prefixed:
             parts = _prefix_parts(allowed, () if kind == _ONCE else kind[1:])
         else:
