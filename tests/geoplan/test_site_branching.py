@@ -376,6 +376,38 @@ def test_a_gap_of_one_visit_is_its_walk(family: str, n: int, seed: int) -> None:
 
 @pytest.mark.parametrize(("family", "n", "seed"), [("metro", 12, 0), ("geo", 12, 3),
                                                    ("metro", 16, 2)])
+def test_twin_runs_reduce_the_walk_dp_exactly(family: str, n: int, seed: int) -> None:
+    """Twin runs (a site's visits in a gap's middle: same neighbours and ends) take their
+    states as a multiset; the reduced DP (untraced) and the full one (traced) agree on
+    value and stage count on every box and multiplier tried."""
+    inst = _instance(family, n, n, seed, 1.0)
+    cl = bounds.clusters(inst)
+    sites = sorted(set(cl.tolist()))
+    bx = parametric._Boxes(inst.coefficients(), inst.layers, cl, Evaluator(inst).weights)
+    x = sites[0]
+    twins = compared = 0
+    for prefix, middle, suffix in (((), (x, x, *sites[1:]), ()),
+                                   ((sites[1],), (x, x, x, *sites[2:]), ()),
+                                   ((), (x, x, *sites[1:], sites[-1]), (x,))):
+        bx.follow_gapped(prefix, middle, suffix)
+        assert bx.walk is not None
+        twins += int(bx.walk[3].sum())
+        for qa in (2, len(prefix) + len(middle) + len(suffix)):
+            for z in (bx.zmin(qa, bx.q_max) * 1.5, bx.z_worst):
+                for mu in (0.0, -2.0, 4.0):
+                    args = (qa, z, 1.0, 0.3, 0.1, mu, 1)
+                    reduced = bx._run_dp(*args, False)
+                    full = bx._run_dp(*args, True)
+                    assert math.isfinite(full[0]) == math.isfinite(reduced[0])
+                    if math.isfinite(full[0]):
+                        assert reduced[0] == pytest.approx(full[0], rel=1e-12), (middle, mu)
+                        assert reduced[1] == full[1]
+                        compared += 1
+    assert twins > 0 and compared > 0
+
+
+@pytest.mark.parametrize(("family", "n", "seed"), [("metro", 12, 0), ("geo", 12, 3),
+                                                   ("metro", 16, 2)])
 def test_walk_dp_on_a_path_is_the_site_dp(family: str, n: int, seed: int) -> None:
     """On a path (each site once) the walk DP and the site DP solve the same relaxation:
     their values and stage counts agree on every box and multiplier tried."""
