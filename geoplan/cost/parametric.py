@@ -90,7 +90,8 @@ tuple of its runs' states (ends placed, middles; a site is visited at most
 run's neighbouring sites. Its minimiser is a pipeline too. With only the walk's prefix
 and suffix known (``gapped``: the visits between them a multiset in unknown order), the
 same DP prices each middle visit's sends by the cheapest link to a site that may be next
-to it (:func:`_visit_tables`).
+to it (:func:`_visit_tables`). A site's middle visits are then twins (same neighbours, same
+ends), so the DP keeps their runs' states as a multiset, an exact reduction.
 
 **Runs kept apart.** For the plans visiting a given site x twice or more (its site
 walk unknown), join x's runs into two rather than one (each of the others to one of
