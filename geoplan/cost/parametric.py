@@ -334,24 +334,22 @@ def _visit_tables(comm: np.ndarray, cluster: np.ndarray, order: np.ndarray,
         raise ValueError(f"a site walk visits each site at most {MAX_VISITS} times: {visits}")
     prices = np.full((n, most, _WALK_ROLES), _INF)
     is_last = np.zeros((n, most), np.int8)
+    twin = np.zeros((n, most), np.int8)
     to_site = _links_to_sites(comm, cluster, both)
     for g in range(n):
         js = np.nonzero(both[g])[0]
         d_all = np.sort(comm[g, js[cluster[js] == cluster[g]]])
         c_in = d_all[0] if d_all.size else _INF
         m2 = d_all[0] + d_all[1] if d_all.size >= 2 else _INF
-        for j, (_, back, fwd, first, last) in enumerate(by_site.get(int(cluster[g]), [])):
+        here = by_site.get(int(cluster[g]), [])
+        for j, (_, back, fwd, first, last) in enumerate(here):
             c_b, c_f = (min((float(to_site[k][g]) for k in ks if k in to_site), default=_INF)
                         for ks in (back, fwd))
             c_b = 0.0 if first else c_b
             c_f = 0.0 if last else c_f
             prices[g, j] = (m2, c_b + c_in, c_in + c_f, c_b + c_f)
             is_last[g, j] = (2 if fwd else 1) if last else 0
-    twin = np.zeros((n, most), np.int8)
-    for g in range(n):
-        vs = by_site.get(int(cluster[g]), [])
-        for j in range(1, len(vs)):
-            twin[g, j] = vs[j] == vs[j - 1]
+            twin[g, j] = j > 0 and here[j] == here[j - 1]
     runs = np.array([len(by_site.get(int(cluster[g]), [])) for g in order], np.int64)
     return runs, prices, is_last, twin
 
@@ -737,9 +735,10 @@ def _run_step(q, role):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _canonical(t, j, n, twin_row):  # pragma: no cover - compiled
-    """State ``t`` (run j just changed) with each group of twin runs' states in
-    non-increasing order: twins are interchangeable, so a site's state is their multiset."""
+def _canonical(t, j, twin_row):  # pragma: no cover - compiled
+    """State ``t`` (run j's state just changed) with each group of twin runs' states in
+    non-increasing order: twins are interchangeable, so a site's state is their multiset.
+    A run's state only grows (:func:`_run_step`), so run j moves only towards run 0."""
     while j > 0 and twin_row[j]:
         lo = _RUN_STATES ** (j - 1)
         a = (t // lo) % _RUN_STATES
@@ -748,14 +747,6 @@ def _canonical(t, j, n, twin_row):  # pragma: no cover - compiled
             break
         t += (b - a) * lo + (a - b) * lo * _RUN_STATES
         j -= 1
-    while j + 1 < n and twin_row[j + 1]:
-        lo = _RUN_STATES ** j
-        a = (t // lo) % _RUN_STATES
-        b = (t // (lo * _RUN_STATES)) % _RUN_STATES
-        if a >= b:
-            break
-        t += (b - a) * lo + (a - b) * lo * _RUN_STATES
-        j += 1
     return t
 
 
@@ -816,7 +807,7 @@ def _walk_dp(L, order, site_last, runs, comp, prices, is_last, twin, capmid, cap
                         continue
                     t = s + (nq - qj) * pw
                     if not trace:
-                        t = _canonical(t, j, nr, twin[g])
+                        t = _canonical(t, j, twin[g])
                     tp = pos if trace else 0
                     _window(V[s], K[s], E[s], W[t], KW[t], EW[t], L, cap, sigma, kappa, dq,
                             trace, TS[tp, t], TB[tp, t], TR[tp, t], s, _WALK_ROLES * j + role)

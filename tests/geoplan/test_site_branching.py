@@ -374,6 +374,15 @@ def test_a_gap_of_one_visit_is_its_walk(family: str, n: int, seed: int) -> None:
                 np.testing.assert_array_equal(a, b)
 
 
+def test_a_run_state_never_shrinks() -> None:
+    """The twin reduction moves a changed run only towards run 0 (``_canonical``): that
+    holds because no role lowers a run's state code."""
+    for q in range(parametric._RUN_STATES):
+        for role in range(parametric._WALK_ROLES):
+            nq = parametric._run_step(q, role)
+            assert nq == -1 or nq >= q, (q, role, nq)
+
+
 @pytest.mark.parametrize(("family", "n", "seed"), [("metro", 12, 0), ("geo", 12, 3),
                                                    ("metro", 16, 2)])
 def test_twin_runs_reduce_the_walk_dp_exactly(family: str, n: int, seed: int) -> None:
