@@ -142,7 +142,7 @@ if TYPE_CHECKING:
     from geoplan.model.instance import Instance
 
 __all__ = ["DEFAULT_SHARE", "PROGRESS_S", "PROOF_TOLERANCE", "START_STALL", "Box", "BoxTables",
-           "ParametricBound", "box_tables", "instance_bound", "parametric_bound",
+           "ParametricBound", "PlanClasses", "box_tables", "instance_bound", "parametric_bound",
            "path_minimisers", "path_plan", "proves", "refine_by_sites", "role_prices",
            "two_level_bound"]
 
@@ -878,6 +878,33 @@ class Box:
 
 
 @dataclass(frozen=True)
+class PlanClasses:
+    """A class of plans left open by branching on sites
+    (:mod:`geoplan.cost.site_branching`; the union of some of its open nodes): the plans
+    using only ``sites``, every site of ``forced``, and between ``min_sends`` and
+    ``max_sends`` inter-site sends (consecutive stages on different sites; None: no
+    most). Exact models take a class as constraints (:mod:`formulations.sliced`)."""
+
+    sites: tuple[str, ...]
+    forced: tuple[str, ...] = ()
+    min_sends: int = 0
+    max_sends: int | None = None
+    #: The least steps back to a visited site of the class's plans (0: none known).
+    revisits: int = 0
+
+    def admits(self, gpu_sites: list[str | None]) -> bool:
+        """Whether a plan whose stages' sites are ``gpu_sites`` (in order) is in the class."""
+        sends = sum(a != b for a, b in itertools.pairwise(gpu_sites))
+        return (set(gpu_sites) <= set(self.sites) and set(self.forced) <= set(gpu_sites)
+                and sends >= self.min_sends
+                and (self.max_sends is None or sends <= self.max_sends))
+
+    def summary(self) -> dict[str, object]:
+        return {"sites": list(self.sites), "forced": list(self.forced),
+                "sends": [self.min_sends, self.max_sends], "revisits": self.revisits}
+
+
+@dataclass(frozen=True)
 class ParametricBound:
     """The outcome of :func:`parametric_bound`: a proven lower bound on the objective."""
 
@@ -909,6 +936,9 @@ class ParametricBound:
     #: groups (:func:`geoplan.cost.bounds.node_groups`, labels within the site) its least
     #: boxes' minimisers use, like :attr:`site_sets` one level down (a primal hint).
     node_sets: tuple[tuple[int, tuple[tuple[int, ...], ...]], ...] = ()
+    #: After branching on sites: classes holding every plan better than the incumbent
+    #: (empty: nothing known beyond the boxes).
+    classes: tuple[PlanClasses, ...] = ()
 
     @property
     def floor(self) -> float:
@@ -2038,4 +2068,5 @@ def refine_by_sites(instance: Instance, pb: ParametricBound, incumbent: float | 
     hint = tuple(sorted(names.index(s) for s in br.sites))
     sets = ((hint,) if hint else ()) + tuple(x for x in pb.site_sets if x != hint)
     return replace(pb, value=br.value, seconds=pb.seconds + br.seconds, site_sets=sets,
-                   branching=br.summary(), plan=br.plan, plan_objective=br.objective)
+                   branching=br.summary(), plan=br.plan, plan_objective=br.objective,
+                   classes=br.classes)

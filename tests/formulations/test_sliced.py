@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import math
 import random
 
+import pyomo.environ as pyo
 import pytest
 import reference_model as ref
 
 import formulations.sliced as sliced_mod
 from formulations.milp.data import prepare
+from formulations.milp.values import start_values
 from formulations.sliced import Slice, SliceResult, make_slices, slice_data
-from geoplan.cost.parametric import Box
+from geoplan.cost.parametric import Box, PlanClasses
 from geoplan.model import generators
 from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
 from geoplan.solving.core import SolveOptions, solve
 
 
@@ -104,3 +108,45 @@ def test_slices_given_less_than_a_refused_one_needed_are_not_built(
                                  [], info)
     assert len(calls) == 1 and info["rounds"] == 1
     assert [r is None for _, r in out] == [False, True, True, True, True]
+
+
+@pytest.mark.parametrize(("sites", "classes"), [
+    ("ABCABCA", PlanClasses(("A", "B", "C"), ("A", "C"), 2, None)),
+    ("ABCABCA", PlanClasses(("A", "B"), (), 0, 1)),
+    ("AABBCCD", PlanClasses(("A", "B", "C", "D"), ("B",), 1, 2)),
+])
+def test_class_rows_hold_exactly_the_plans_a_class_admits(sites: str,
+                                                          classes: PlanClasses) -> None:
+    """N=7, L=5 (sites relabelled): a plan on the class's sites, set into the slice's
+    model (every variable from the plan), satisfies the class rows iff the class
+    admits it (``PlanClasses.admits``, which the rows mirror); a site outside the class
+    is not in the model."""
+    d = generators.by_family("metro", 7, 5, 3)
+    for g, s in zip(d["gpus"], sites, strict=True):
+        g["site"] = s
+    inst = Instance.from_dict(d)
+    data = prepare(inst)
+    sl = Slice(1, data.kmax, data.tmax_lb, data.tmax_ub, -math.inf, 0.0, classes)
+    sd = slice_data(data, sl)
+    assert sd is not None
+    assert {inst.gpus[i].site for i in sd.gpus} <= set(classes.sites)
+    m = sliced_mod._slice_model(inst, sd, sl, None)
+    rows = [c for c in m.component_data_objects(pyo.Constraint)
+            if c.parent_component().name.startswith("class_")]
+    space = ref.price_space(d)
+    seen = {True: 0, False: 0}
+    for k in range(len(space.orders)):
+        walk = [inst.gpus[inst.gpu_ids.index(g)].site for g in space.orders[k]]
+        if not space.feasible[k] or not set(walk) <= set(classes.sites):
+            continue
+        vals = start_values(m, Plan.from_dict(space.plan(k)))
+        if vals is None:
+            continue
+        for var, v in vals.items():
+            var.set_value(v, skip_validation=True)
+        ok = all((c.lower is None or pyo.value(c.body) >= pyo.value(c.lower) - 1e-9)
+                 and (c.upper is None or pyo.value(c.body) <= pyo.value(c.upper) + 1e-9)
+                 for c in rows)
+        assert ok == classes.admits(walk), (walk, ok)
+        seen[ok] += 1
+    assert seen[True] > 10 and seen[False] > 10

@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 import pytest
-from oracle import reference_optimum
+from oracle import reference_optimum, reference_space
 
 from geoplan.cost import bounds, parametric, site_branching
 from geoplan.cost.evaluate import Evaluator
@@ -493,3 +493,47 @@ def test_branching_finds_and_proves_the_path_optimum() -> None:
     assert refined.plan_objective == pytest.approx(opt.objective, rel=1e-9)
     assert root.value < refined.value <= refined.plan_objective * (1 + 1e-12)
     assert parametric.proves(refined.value, refined.plan_objective)
+
+
+@pytest.mark.parametrize(("family", "seed", "lam", "sites"), [
+    ("metro", 5, 1.0, "ABCDABC"), ("geo", 4, 0.5, "ABCDDCB"), ("geo", 2, 0.5, "ABCABCA"),
+])
+def test_open_classes_hold_every_better_plan(family: str, seed: int, lam: float,
+                                             sites: str) -> None:
+    """N=7, L=6 (relabelled as above): whenever branching stops (after a number of calls
+    of its stop rule: a deterministic stop; or at its end), every plan better than its
+    incumbent (the reference prices all of them) uses a site walk some open class admits;
+    the classes say something (some bound the sends) and such plans are left to check."""
+    inst = _relabelled(family, seed, lam, sites)
+    space = reference_space(inst)
+    ok = space.feasible & np.isfinite(space.objective)
+    site = {g.id: g.site for g in inst.gpus}
+    incumbent = float(np.quantile(space.objective[ok], 0.02))
+    root = instance_bound(inst, incumbent, 1.0, 600.0)
+    checked = informative = 0
+    for limit in (1, 60, 400, 3000, 10**9):
+        calls = itertools.count()
+        br = site_branching.branch_on_sites(inst, root, incumbent, time.perf_counter() + 600,
+                                            lambda: next(calls) >= limit)  # noqa: B023
+        ub = incumbent if br.objective is None else br.objective
+        assert bool(br.classes) == (br.open_nodes > 0)
+        informative += any(c.min_sends > 0 or c.max_sends is not None for c in br.classes)
+        for k in np.nonzero(ok & (space.objective < ub * (1 - 1e-9)))[0]:
+            walk = [site[g] for g in space.orders[k]]
+            assert any(c.admits(walk) for c in br.classes), (limit, walk, br.classes)
+            checked += 1
+    assert checked > 0 and informative >= 2
+
+
+def test_sends_of_each_node_kind() -> None:
+    """The inter-site sends of a node's plans (visits - 1), by hand."""
+    a, f = frozenset("ABCD"), frozenset("AB")
+    sb = site_branching
+    assert sb._sends(a, f, ()) == (1, None)
+    assert sb._sends(a, frozenset(), ()) == (0, None)
+    assert sb._sends(a, a, sb._REVISITS2) == (5, None)
+    assert sb._sends(a, a, (sb._APART, "B", "<revisits3>")) == (6, None)
+    assert sb._sends(a, a, sb._ONCE) == (3, 3)
+    assert sb._sends(a, a, (sb._PREFIX, "C")) == (3, 3)
+    assert sb._sends(a, a, ("A", "B", "A", "C", "D")) == (4, 4)
+    assert sb._sends(a, a, sb._gap_kind(("A",), ("B", "C", "D"), ("B",))) == (4, 4)
