@@ -657,8 +657,11 @@ def branch_on_sites(instance: Instance, root: ParametricBound, incumbent: float 
             # not starve the rest (a part cut short runs again when it comes up).
             search(child_allowed, child_forced, child_kind, value, start,
                    now + (deadline - now) / (len(parts) - i))
-    open_nodes = [(a, f, k) for v, _, a, f, k, _ in heap if v < ub] + [
-        (a, f, k) for v, _, a, f, k in final if v < ub]
+    # The classes leave out the nodes whose bound proves ``ub`` (PROOF_TOLERANCE): their
+    # plans are no better than ub (1 - 1e-9). At metro N=64 L=48 lambda 1 (instance seed
+    # 239) such path nodes were a class whose slices stayed open for 60 s.
+    open_nodes = [(a, f, k) for v, _, a, f, k, _ in heap if v < ub and not proves(v, ub)] + [
+        (a, f, k) for v, _, a, f, k in final if v < ub and not proves(v, ub)]
     leaves = [v for v, *_ in heap if v < ub] + [v for v, *_ in final if v < ub]
     value = min(leaves, default=ub)
     least_sites: frozenset[str] = frozenset()
