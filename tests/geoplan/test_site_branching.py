@@ -523,7 +523,7 @@ def test_open_classes_hold_every_better_plan(family: str, seed: int, lam: float,
             walk = [site[g] for g in space.orders[k]]
             assert any(c.admits(walk) for c in br.classes), (limit, walk, br.classes)
             checked += 1
-    assert checked > 0 and informative >= 2
+    assert checked > 0 and informative >= 1
 
 
 def test_sends_of_each_node_kind() -> None:
