@@ -657,18 +657,15 @@ def branch_on_sites(instance: Instance, root: ParametricBound, incumbent: float 
             # not starve the rest (a part cut short runs again when it comes up).
             search(child_allowed, child_forced, child_kind, value, start,
                    now + (deadline - now) / (len(parts) - i))
+    # Every node left, as final's rows: (bound, the minimiser's sites, allowed, forced, kind).
+    left = [(v, u, a, f, k) for v, _, a, f, k, u in heap] + final
+    leaves = [v for v, *_ in left if v < ub]
+    value = min(leaves, default=ub)
+    least_sites = min(left, key=lambda t: t[0])[1] if left else frozenset()
     # The classes leave out the nodes whose bound proves ``ub`` (PROOF_TOLERANCE): their
     # plans are no better than ub (1 - 1e-9). At metro N=64 L=48 lambda 1 (instance seed
     # 239) such path nodes were a class whose slices stayed open for 60 s.
-    open_nodes = [(a, f, k) for v, _, a, f, k, _ in heap if v < ub and not proves(v, ub)] + [
-        (a, f, k) for v, _, a, f, k in final if v < ub and not proves(v, ub)]
-    leaves = [v for v, *_ in heap if v < ub] + [v for v, *_ in final if v < ub]
-    value = min(leaves, default=ub)
-    least_sites: frozenset[str] = frozenset()
-    if heap or final:
-        pool = [(v, u) for v, _, _, _, _, u in heap] + [(v, u) for v, u, *_ in final]
-        least_sites = min(pool, key=lambda t: t[0])[1]
-    classes = _classes(open_nodes)
+    classes = _classes([(a, f, k) for v, _, a, f, k in left if v < ub and not proves(v, ub)])
     return SiteBranching(float(max(value, min(root.value, ub))), nodes, len(leaves),
                          time.perf_counter() - t0, tuple(sorted(least_sites)), plan,
                          ub if plan is not None else None, classes)
