@@ -891,17 +891,31 @@ class PlanClasses:
     max_sends: int | None = None
     #: The least steps back to a visited site of the class's plans (0: none known).
     revisits: int = 0
+    #: Site paths (path nodes'): the plans visit every site once and step between sites
+    #: only as one of these paths does (empty: any order).
+    orders: tuple[tuple[str, ...], ...] = ()
+
+    def steps(self) -> frozenset[tuple[str, str]]:
+        """The steps (from site, to site) of :attr:`orders`."""
+        return frozenset(p for o in self.orders for p in itertools.pairwise(o))
 
     def admits(self, gpu_sites: list[str | None]) -> bool:
         """Whether a plan whose stages' sites are ``gpu_sites`` (in order) is in the class."""
         sends = sum(a != b for a, b in itertools.pairwise(gpu_sites))
+        visits = [a for i, a in enumerate(gpu_sites) if i == 0 or a != gpu_sites[i - 1]]
         return (set(gpu_sites) <= set(self.sites) and set(self.forced) <= set(gpu_sites)
                 and sends >= self.min_sends
-                and (self.max_sends is None or sends <= self.max_sends))
+                and (self.max_sends is None or sends <= self.max_sends)
+                and (not self.orders or (len(set(visits)) == len(visits) and set(
+                    itertools.pairwise(visits)) <= self.steps())))
 
     def summary(self) -> dict[str, object]:
-        return {"sites": list(self.sites), "forced": list(self.forced),
-                "sends": [self.min_sends, self.max_sends], "revisits": self.revisits}
+        out: dict[str, object] = {"sites": list(self.sites), "forced": list(self.forced),
+                                  "sends": [self.min_sends, self.max_sends],
+                                  "revisits": self.revisits}
+        if self.orders:
+            out["orders"] = [list(o) for o in self.orders]
+        return out
 
 
 @dataclass(frozen=True)

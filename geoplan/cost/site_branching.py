@@ -137,10 +137,11 @@ search takes 8.5 ms instead of 45, and 60 s of branching end 0.27 % below it.
 **What is left open.** When branching stops, its open nodes are summarised as classes
 (:class:`~geoplan.cost.parametric.PlanClasses`, ``SiteBranching.classes``): the nodes of
 plans stepping back (revisit residuals, kept-apart parts) one class per site set, the
-others one class; a class is the sites its plans may use and must use and the range of
-their inter-site sends (:func:`_sends`: a node's visits less one). The sliced MILP
-(:mod:`formulations.sliced`) solves each class with those as rows: an exact model is
-strong exactly where this branching is weak, on plans with many inter-site sends. At
+others one class (or, when they are a few path nodes, one class each with its site
+order, :data:`_PATH_CLASSES`); a class is the sites its plans may use and must use
+and the range of their inter-site sends (:func:`_sends`: a node's visits less one). The
+sliced MILP (:mod:`formulations.sliced`) solves each class with those as rows: an exact
+model is strong exactly where this branching is weak, on plans with many inter-site sends. At
 metro N=64 L=48 lambda 1 (instance seed 179) the whole pool's branching spends most of
 its time on six-site nodes stepping back twice (gapped nodes of seven visits, 130-360
 ms each) and on six sites alone leaves the plans stepping back three times or more (a
@@ -266,6 +267,11 @@ _WALK_SITES = 4
 #: node per walk that steps back exactly twice (42 on 3 sites), and the rest (three or
 #: more); and these once more: 90 walks stepping back three times, and the rest.
 _WALK2_SITES = 3
+#: When the open nodes of plans that do not step back are this many path nodes or fewer,
+#: each is a class of its own, its site order a constraint of the exact model: at metro
+#: N=32 L=32 lambda 0.5 (instance seed 269) two path nodes of four sites stayed 2e-5
+#: below the best plan (their relaxation prices intra-site sends by the cheapest link).
+_PATH_CLASSES = 4
 
 
 @dataclass(frozen=True)
@@ -408,7 +414,17 @@ def _classes(nodes: list[tuple[frozenset[str], frozenset[str], _Kind]]
     for node in nodes:
         key = node[0] if _revisits(node[2])[0] > 0 else frozenset()
         groups.setdefault(key, []).append(node)
+    rest = groups.get(frozenset(), [])
+    paths = [k for _, _, k in rest if _is_path(k)]
     out = []
+    if rest and len(paths) == len(rest) <= _PATH_CLASSES:
+        # A few path nodes left: a class each, its order the steps allowed. (One class of
+        # a site set's orders is one harder model: at metro N=32 L=32 lambda 0.5, instance
+        # seed 269, the slice holding the best plan took 49 s for two mirrored orders,
+        # against 7 s for each alone.)
+        del groups[frozenset()]
+        out += [PlanClasses(tuple(sorted(a)), tuple(sorted(a)), len(a) - 1, len(a) - 1,
+                            orders=(k,)) for a, _, k in sorted(rest, key=lambda n: n[2])]
     for key, group in sorted(groups.items(), key=lambda kv: (len(kv[0]), sorted(kv[0]))):
         ranges = [_sends(*node) for node in group]
         most = [hi for _, hi in ranges]
@@ -419,6 +435,12 @@ def _classes(nodes: list[tuple[frozenset[str], frozenset[str], _Kind]]
             None if None in most else max(hi for hi in most if hi is not None),
             min(_revisits(k)[0] for _, _, k in group) if key else 0))
     return tuple(out)
+
+
+def _is_path(kind: _Kind) -> bool:
+    """Whether a node's kind is a site path (each of its sites once, in this order)."""
+    return bool(kind) and kind not in _RESIDUALS and kind != _ONCE and \
+        kind[0] not in (_APART, _PREFIX, _GAP) and len(set(kind)) == len(kind)
 
 
 def _revisits(kind: _Kind) -> tuple[int, str | None]:

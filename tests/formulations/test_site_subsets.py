@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from formulations import site_subsets
 from formulations.site_subsets import improve_on_site_subsets, subset_instance
+from formulations.sliced import SlicedParams
 from geoplan.cost import bounds, evaluate
 from geoplan.cost.baseline import metis_default_plan
 from geoplan.cost.normalise import resolve_normalisers
+from geoplan.cost.parametric import PlanClasses, instance_bound, proves
 from geoplan.model import generators
 from geoplan.model.instance import Instance
-from geoplan.solving.core import solve
+from geoplan.solving.core import SolveOptions, solve
 
 
 def _instance(family: str, n: int, seed: int) -> Instance:
@@ -118,3 +122,33 @@ def test_a_set_cut_short_before_branching_is_searched_again_after(
     assert rows[0]["before_branching"]
     later = calls[1] if len(calls) > 1 else []
     assert (calls[0][0] in later) == (status == "feasible")
+
+
+@pytest.mark.parametrize(("class_sites", "classes_solved", "late"),
+                         [(4, True, False), (5, True, True), (4, False, True)])
+def test_a_solver_of_small_classes_skips_the_late_subset_search(
+        monkeypatch: pytest.MonkeyPatch, class_sites: int, classes_solved: bool,
+        late: bool) -> None:
+    """After branching, a solver that solves the classes itself (``classes_solved``: the
+    sliced MILP) does not search the site subsets again when every class has at most
+    four sites; otherwise it does. Branching and the searches are stubbed."""
+    calls: list[list[tuple[int, ...]]] = []
+
+    def fake(instance: Instance, site_sets: object, incumbent: object, seconds: float,
+             **kw: object) -> tuple[None, dict[str, list[dict[str, object]]]]:
+        calls.append([tuple(x) for x in site_sets])  # type: ignore[attr-defined]
+        return None, {"sets": [{"gpus": 3, "status": "feasible", "objective": None,
+                                "seconds": 0.0}]}
+
+    cls = PlanClasses(tuple("ABCDEFGH"[:class_sites]))
+    monkeypatch.setattr(site_subsets, "improve_on_site_subsets", fake)
+    monkeypatch.setattr(site_subsets, "refine_by_sites",
+                        lambda instance, pb, *a, **k: replace(pb, classes=(cls,)))
+    inst = _instance("metro", 10, 1)
+    start = metis_default_plan(inst)
+    best = (start, float(evaluate(inst, start).objective))
+    pb = instance_bound(inst, best[1], 0.5, 30.0)
+    assert pb.site_sets and not proves(pb.value, best[1])
+    site_subsets.after_bound(inst, SolveOptions(seed=0, time_limit=60), SlicedParams.parse(
+        {"site_paths": False}), 0.5, pb, best, [], {}, classes_solved=classes_solved)
+    assert len(calls) == (2 if late else 1)

@@ -538,3 +538,26 @@ def test_sends_of_each_node_kind() -> None:
     assert sb._sends(a, a, (sb._PREFIX, "C")) == (3, 3)
     assert sb._sends(a, a, ("A", "B", "A", "C", "D")) == (4, 4)
     assert sb._sends(a, a, sb._gap_kind(("A",), ("B", "C", "D"), ("B",))) == (4, 4)
+
+
+def test_few_path_nodes_are_classes_of_their_own() -> None:
+    """Up to _PATH_CLASSES open path nodes (and nothing else that does not step back) are
+    a class each, its order the steps ``admits`` allows; more are one class."""
+    sb = site_branching
+    a = frozenset("ABCD")
+    paths = [(a, a, p) for p in (("B", "D", "A", "C"), ("C", "A", "D", "B"))]
+    rest = (a, a, sb._REVISITS2)
+    three = (frozenset("ABC"), frozenset("ABC"), ("A", "C", "B"))
+    classes = sb._classes([*paths, rest, three])
+    assert [c.orders for c in classes] == [
+        (("A", "C", "B"),), (("B", "D", "A", "C"),), (("C", "A", "D", "B"),), ()]
+    assert classes[1].admits(list("BBDAACC")) and not classes[1].admits(list("CADB"))
+    assert not classes[1].admits(list("BDACA")) and not classes[1].admits(list("ABCD"))
+    assert not classes[0].admits(list("ABC")) and classes[0].admits(list("ACCB"))
+    assert classes[2].admits(list("CADB"))
+    assert classes[3].revisits == 2 and classes[3].min_sends == 5
+    many = [(a, a, p) for p in itertools.permutations("ABCD")][:sb._PATH_CLASSES + 1]
+    (lumped,) = sb._classes(many)
+    assert lumped.orders == () and (lumped.min_sends, lumped.max_sends) == (3, 3)
+    mixed = sb._classes([*paths, (a, frozenset("A"), ())])
+    assert len(mixed) == 1 and mixed[0].orders == ()
