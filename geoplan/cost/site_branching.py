@@ -302,9 +302,16 @@ def _pool(instance: Instance, allowed: frozenset[str],
 
 def _path_labels(pool: _Pool, kind: _Kind) -> tuple[int, ...] | None:
     """A path or walk node's sites as the pool's cluster labels (None: neither)."""
-    if not kind or kind in _RESIDUALS or kind == _ONCE or kind[0] in (_APART, _PREFIX, _GAP):
+    if not _is_walk(kind):
         return None
     return tuple(pool.names.index(s) for s in kind)
+
+
+def _is_walk(kind: _Kind) -> bool:
+    """Whether a node's kind is a site walk (its visits' sites in order; a path if none
+    repeats)."""
+    return bool(kind) and kind not in _RESIDUALS and kind != _ONCE and \
+        kind[0] not in (_APART, _PREFIX, _GAP)
 
 
 def _gap_kind(prefix: tuple[str, ...], middle: tuple[str, ...], suffix: tuple[str, ...]
@@ -423,8 +430,8 @@ def _classes(nodes: list[tuple[frozenset[str], frozenset[str], _Kind]]
         # seed 269, the slice holding the best plan took 49 s for two mirrored orders,
         # against 7 s for each alone.)
         del groups[frozenset()]
-        out += [PlanClasses(tuple(sorted(a)), tuple(sorted(a)), len(a) - 1, len(a) - 1,
-                            orders=(k,)) for a, _, k in sorted(rest, key=lambda n: n[2])]
+        out += [PlanClasses(tuple(sorted(a)), tuple(sorted(f)), *_sends(a, f, k), orders=(k,))
+                for a, f, k in sorted(rest, key=lambda n: n[2])]
     for key, group in sorted(groups.items(), key=lambda kv: (len(kv[0]), sorted(kv[0]))):
         ranges = [_sends(*node) for node in group]
         most = [hi for _, hi in ranges]
@@ -439,8 +446,7 @@ def _classes(nodes: list[tuple[frozenset[str], frozenset[str], _Kind]]
 
 def _is_path(kind: _Kind) -> bool:
     """Whether a node's kind is a site path (each of its sites once, in this order)."""
-    return bool(kind) and kind not in _RESIDUALS and kind != _ONCE and \
-        kind[0] not in (_APART, _PREFIX, _GAP) and len(set(kind)) == len(kind)
+    return _is_walk(kind) and len(set(kind)) == len(kind)
 
 
 def _revisits(kind: _Kind) -> tuple[int, str | None]:
