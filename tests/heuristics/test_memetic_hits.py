@@ -10,6 +10,7 @@ from bench.memetic_hits import (
     make_instance,
     report,
     report_large,
+    table_row,
 )
 
 
@@ -36,3 +37,11 @@ def test_report_of_the_stored_runs() -> None:
         assert all(r["hit"] == (r["objective"] <= r["optimum"] * (1 + 1e-9)) for r in rows)
     assert "within 1 %" in report_large(load_runs("large"))
     assert report("tune", []) == "tune: no stored runs"
+
+
+def test_the_documented_hit_rates_are_the_stored_ones() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "memetic.md").read_text()
+    for name in SETS:
+        assert table_row(name, load_runs(name)) in doc, name
