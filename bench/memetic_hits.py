@@ -257,6 +257,20 @@ def load_runs(name: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def _by_size(rows: list[dict[str, Any]]) -> dict[int, tuple[int, int]]:
+    """(hits, runs) per N of :data:`SIZES` with runs."""
+    out = {}
+    for n in SIZES:
+        sub = [r for r in rows if f"-n{n}-" in r["key"]]
+        if sub:
+            out[n] = (sum(r["hit"] for r in sub), len(sub))
+    return out
+
+
+def _times_to_best(rows: list[dict[str, Any]]) -> list[float]:
+    return [r["time_to_best_s"] for r in rows if r["time_to_best_s"] is not None]
+
+
 def report(name: str, rows: list[dict[str, Any]]) -> str:
     """Hit rate per N and overall, with the misses listed."""
     if not rows:
@@ -265,14 +279,10 @@ def report(name: str, rows: list[dict[str, Any]]) -> str:
              f"{list(SETS[name][1])}, budget {rows[0]['budget_s']} s, commit "
              f"{rows[0]['git_commit']}, load {min(r['load'] for r in rows)}-"
              f"{max(r['load'] for r in rows)}"]
-    for n in SIZES:
-        sub = [r for r in rows if f"-n{n}-" in r["key"]]
-        if sub:
-            hits = sum(r["hit"] for r in sub)
-            lines.append(f"  N={n}: {hits}/{len(sub)} runs at the optimum "
-                         f"({100 * hits / len(sub):.1f}%)")
+    for n, (hits, runs) in _by_size(rows).items():
+        lines.append(f"  N={n}: {hits}/{runs} runs at the optimum ({100 * hits / runs:.1f}%)")
     hits = sum(r["hit"] for r in rows)
-    ttb = [r["time_to_best_s"] for r in rows if r["time_to_best_s"] is not None]
+    ttb = _times_to_best(rows)
     lines.append(f"  all: {hits}/{len(rows)} ({100 * hits / len(rows):.1f}%); time to best "
                  f"median {statistics.median(ttb):.3f} s, max {max(ttb):.3f} s")
     for r in rows:
@@ -289,14 +299,11 @@ def table_row(name: str, rows: list[dict[str, Any]]) -> str:
         else ", ".join(map(str, seeds))
     keys = [k for k, *_ in instance_keys(name)]
     proven = load_optima()
-    cells = []
-    for n in SIZES:
-        sub = [r for r in rows if f"-n{n}-" in r["key"]]
-        cells.append(f"{sum(r['hit'] for r in sub)}/{len(sub)}")
+    cells = " | ".join(f"{h}/{r}" for h, r in _by_size(rows).values())
     hits = sum(r["hit"] for r in rows)
-    ttb = [r["time_to_best_s"] for r in rows if r["time_to_best_s"] is not None]
+    ttb = _times_to_best(rows)
     return (f"| {name} (seeds {span}) | {sum(k in proven for k in keys)} of {len(keys)} | "
-            f"{len(rows)} | {' | '.join(cells)} | {hits}/{len(rows)} "
+            f"{len(rows)} | {cells} | {hits}/{len(rows)} "
             f"({100 * hits / len(rows):.1f} %) | {statistics.median(ttb):.3f} / "
             f"{max(ttb):.2f} s |")
 
@@ -330,11 +337,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     if a.large:
         run_large(a.budget)
-    for name in names:
-        print(report(name, load_runs(name)))
-    for name in names:
-        if load_runs(name):
-            print(table_row(name, load_runs(name)))
+    stored = {name: load_runs(name) for name in names}
+    for name, rows in stored.items():
+        print(report(name, rows))
+    for name, rows in stored.items():
+        if rows:
+            print(table_row(name, rows))
     print(report_large(load_runs("large")))
     return 0
 

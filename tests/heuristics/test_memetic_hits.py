@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from bench.memetic_hits import (
     SETS,
     instance_keys,
@@ -40,8 +42,6 @@ def test_report_of_the_stored_runs() -> None:
 
 
 def test_the_documented_hit_rates_are_the_stored_ones() -> None:
-    from pathlib import Path
-
     doc = (Path(__file__).resolve().parents[2] / "docs" / "memetic.md").read_text()
     for name in SETS:
         assert table_row(name, load_runs(name)) in doc, name
