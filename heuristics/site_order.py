@@ -82,6 +82,7 @@ __all__ = [
     "block_layout",
     "held_karp",
     "polish_sequence",
+    "sequence_neighbours",
     "site_groups",
     "site_order_plans",
 ]
@@ -200,7 +201,7 @@ def _path(parent: np.ndarray, mask: int, end: int) -> list[int]:
     return out[::-1]
 
 
-def _neighbours(seq: list[int], unused: Sequence[int], qmax: int) -> list[list[int]]:
+def sequence_neighbours(seq: list[int], unused: Sequence[int], qmax: int) -> list[list[int]]:
     """Every sequence one move from ``seq``: move, swap, replace, insert, drop."""
     q = len(seq)
     out: list[list[int]] = []
@@ -227,6 +228,7 @@ def polish_sequence(
     groups: Sequence[Sequence[int]] | None = None,
     unused_per_site: int = 2,
     max_rounds: int | None = None,
+    deadline: float | None = None,
 ) -> tuple[list[int], float, int]:
     """Best-improvement descent on a GPU sequence, every neighbour split exactly.
 
@@ -243,6 +245,8 @@ def polish_sequence(
     value = math.inf if first is None else first.objective
     splits, rounds = 1, 0
     while max_rounds is None or rounds < max_rounds:
+        if deadline is not None and time.perf_counter() >= deadline:
+            break
         rounds += 1
         used = set(cur)
         if unused is not None:
@@ -251,7 +255,7 @@ def polish_sequence(
             cand = [u for g in groups for u in [v for v in g if v not in used][:unused_per_site]]
         else:
             cand = [u for u in range(n) if u not in used]
-        nb = [t for t in _neighbours(cur, cand, qmax) if t]
+        nb = [t for t in sequence_neighbours(cur, cand, qmax) if t]
         if not nb:
             break
         obj = _split_all(splitter, nb)

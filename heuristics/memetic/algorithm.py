@@ -17,7 +17,8 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from geoplan.cost.batch import BatchEvaluator
+from geoplan.cost.batch import FEASIBLE, BatchEvaluator
+from geoplan.cost.split import Splitter
 from geoplan.errors import InputError
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
@@ -26,7 +27,7 @@ from geoplan.solving.params import SolverParams, param
 from geoplan.solving.registry import SolverSpec
 from geoplan.solving.result import Outcome, TraceRow
 from heuristics.memetic.crossover import best_cut_crossover
-from heuristics.memetic.encoding import row_keys
+from heuristics.memetic.encoding import decode, row_keys
 from heuristics.memetic.local_search import CapacityTable, local_search
 from heuristics.memetic.mutation import mutate
 from heuristics.memetic.population import InitialPopulation, initial_population
@@ -38,7 +39,8 @@ from heuristics.memetic.stop import (
     NoImprovement,
     StoppingCriterion,
 )
-from heuristics.site_order import site_order_plans
+from heuristics.sequence_ils import iterated_polish
+from heuristics.site_order import site_groups, site_order_plans
 
 __all__ = [
     "SPEC",
@@ -108,6 +110,9 @@ class MemeticParams(SolverParams):
     seeding: Literal["alternate", "every", "first"] = param(
         "alternate", "which runs get the site-order plans: every other run (the first, "
         "third, ...), every run, or the first only")
+    ils: int = param(
+        200, "kicks of the sequence search (heuristics.sequence_ils) run from the best plan "
+        "after each run, while time remains (0: none; never under stop=paper)", at_least=0)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -189,6 +194,7 @@ class MemeticResult:
     warm_start_accepted: bool | None = None
     message: str | None = None
     site_order: dict[str, Any] | None = None  # the seeding plans (params.site_order)
+    ils: dict[str, Any] = field(default_factory=dict)  # the sequence search between runs
 
     def info(self) -> dict[str, Any]:
         """The JSON-friendly summary placed in ``Outcome.info``."""
@@ -205,6 +211,8 @@ class MemeticResult:
         }
         if self.site_order is not None:
             d["site_order"] = self.site_order
+        if self.ils:
+            d["ils"] = self.ils
         if self.warm_start_accepted is not None:
             d["warm_start_accepted"] = self.warm_start_accepted
         return d
@@ -348,6 +356,7 @@ def run_memetic(
             "sites": len(so.sites),
             "seconds": round(so.seconds, 6),
         }
+    splitter_cache: list[tuple[Splitter, list[list[int]]]] = []
     generation = 0
     stale_runs = 0  # runs in a row that found no better plan than the runs before them
     best_run = 0  # the run that found the best plan so far
@@ -401,6 +410,15 @@ def run_memetic(
             callbacks.on_progress({"generation": generation, "restart": attempt,
                                    "best": res.objective, "elapsed": now})
             extra = stop_when is not None and stop_when(res.objective)
+        ended = extra or "MaxRuntime" in stop.fired or "Interrupted" in stop.fired
+        if params.ils and params.stop != "paper" and not ended and res.best is not None:
+            _sequence_search(instance, ev, res.best, rng, params, start, stopped, offer,
+                             res.ils, splitter_cache)
+            if stopped is not None and stopped():
+                stop.fired.append("Interrupted")
+            elif time.perf_counter() >= start + params.time_limit:
+                stop.fired.append("MaxRuntime")
+            extra = stop_when is not None and stop_when(res.objective)
         res.restarts = attempt
         res.population_size = int(X.shape[0])
         res.stop_reason = type(stop_when).__name__ if extra else ", ".join(stop.fired)
@@ -431,6 +449,42 @@ def run_memetic(
     res.evaluations = ev.evaluations
     res.runtime_s = time.perf_counter() - start
     return res
+
+
+def _sequence_search(
+    instance: Instance, ev: BatchEvaluator, best: np.ndarray, rng: np.random.Generator,
+    params: MemeticParams, start: float, stopped: Callable[[], bool] | None,
+    offer: Callable[[np.ndarray, float], None], stats: dict[str, Any],
+    cache: list[tuple[Splitter, list[list[int]]]],
+) -> None:
+    """``params.ils`` kicks of :func:`iterated_polish` from ``best``; new bests are offered.
+
+    Each new best sequence is split exactly, encoded, and priced again by the
+    shared evaluator, whose value is the one offered. The splitter and the
+    site groups are built on first use and kept in ``cache``.
+    """
+    if not cache:
+        sp = Splitter(ev.instance)
+        cache.append((sp, site_groups(ev.instance, sp.comp, sp.mem_cap)[1]))
+    sp, groups = cache[0]
+
+    def found(seq: list[int], value: float) -> None:
+        split = sp.split(seq)
+        if split is None:  # pragma: no cover - the search only reports feasible splits
+            return
+        x = split.to_plan(ev.instance).to_chromosome(instance)
+        priced = ev.evaluate(x[None, :])
+        if priced.status[0] == FEASIBLE:
+            offer(x, float(priced.objective[0]))
+
+    t0 = time.perf_counter()
+    out = iterated_polish(sp, decode(best)[0], groups, rng, params.ils,
+                          deadline=start + params.time_limit, stopped=stopped,
+                          on_improvement=found)
+    stats["phases"] = stats.get("phases", 0) + 1
+    stats["iterations"] = stats.get("iterations", 0) + out.iterations
+    stats["improvements"] = stats.get("improvements", 0) + out.improvements
+    stats["seconds"] = round(stats.get("seconds", 0.0) + time.perf_counter() - t0, 6)
 
 
 def _seeded(params: MemeticParams, attempt: int) -> bool:

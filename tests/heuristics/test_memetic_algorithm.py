@@ -23,7 +23,8 @@ from heuristics.memetic import MemeticParams, run_memetic
 from heuristics.memetic.stop import TargetObjective
 
 # Random initialisation (no site-order seeds), so that the GA itself has work to do.
-SHORT = MemeticParams(population=40, max_generations=25, no_improvement=1000, site_order=False)
+SHORT = MemeticParams(population=40, max_generations=25, no_improvement=1000, site_order=False,
+                      ils=0)
 
 
 @pytest.fixture(scope="module")
@@ -121,8 +122,8 @@ def test_stopping_rules(metro: Instance) -> None:
 
 def test_warm_start_seeds_the_population(metro: Instance, three_gpu: Instance) -> None:
     best = run_memetic(metro, 1, SHORT)
-    r = run_memetic(metro, 2, MemeticParams(population=20, max_generations=0, site_order=False),
-                    warm_start=[best.plan])
+    r = run_memetic(metro, 2, MemeticParams(population=20, max_generations=0, site_order=False,
+                                            ils=0), warm_start=[best.plan])
     assert r.warm_start_accepted is True and r.objective == best.objective
     no_link = Plan.from_pairs([("a", 6), ("c", 6)])  # three_gpu has no a-c link
     short = Plan.from_pairs([("a", 6)])  # not a partition of the 12 layers
