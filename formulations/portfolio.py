@@ -3,8 +3,10 @@ algorithm, all within one budget.
 
 The memetic algorithm runs when the exact model asks for a warm start (once its own
 start plans and bound have proven nothing; before it, for a model that does not
-defer its warm start or when the portfolio is given plans). It returns the better of
-the two plans, the exact model's proven bound and the gap between them. Which exact
+defer its warm start or when the portfolio is given plans). When the exact model ends
+unproven before the budget does, the memetic algorithm runs again for what is left,
+from the best plan. It returns the best plan, the exact model's proven bound and the
+gap between them. Which exact
 model runs is ``params["exact"]`` (default: :func:`default_exact`), and the memetic
 share of the budget is ``params["ma_fraction"]`` (default 0.2). ``memetic.KEY=VALUE`` and
 ``exact.KEY=VALUE`` pass parameters to the two solvers (:class:`PortfolioParams`).
@@ -27,6 +29,8 @@ from geoplan.solving.result import Outcome, SolveResult, Status, TraceRow
 __all__ = ["SPEC", "PortfolioParams", "default_exact", "solve"]
 
 EXACT = ("bnb", "milp", "cpsat", "bruteforce")
+#: budget left after an unproven exact run below which no memetic run follows
+LEFTOVER_S = 0.05
 
 
 def default_exact(instance: Instance) -> str:
@@ -76,19 +80,39 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     # The memetic parameters as given (checked above), not parsed: the core lays them over
     # the memetic algorithm's warm-start defaults (one run, the paper's stop), which a
     # parsed set would replace with its standalone defaults (restarts until its share of
-    # the budget is spent, time the exact model then lacks).
+    # the budget is spent, time the exact model then lacks). The sequence search stays on
+    # (a plain warm start turns it off): it is what the memetic algorithm alone gains
+    # most from in its first seconds, and the portfolio must not fall behind it.
     ex = run(instance, exact, seed=options.seed, time_limit=options.remaining() or 1e-3,
              threads=options.threads, gap=options.gap, warm_start="memetic",
-             warm_start_fraction=fraction, warm_start_params=dict(params.memetic or {}),
+             warm_start_fraction=fraction,
+             warm_start_params={"ils": getattr(ma_params, "ils", 0), **dict(params.memetic or {})},
              params=ex_params, callbacks=options.callbacks)
     ws = ex.info.get("warm_start", {})
-    info = {
+    info: dict[str, Any] = {
         "memetic": {"ran": bool(ws.get("ran")), "objective": ws.get("objective"),
                     "wall_s": ws.get("wall_s"), "started_s": ws.get("started_s"),
                     "params": ws.get("params", {})},
         "exact": _exact_info(exact, ex, ws.get("accepted")),
     }
-    return Outcome(ex.plan, ex.status, lower_bound=ex.lower_bound, trace=list(ex.trace),
+    plan, trace = ex.plan, list(ex.trace)
+    if ex.status == "feasible" and ex.plan is not None and options.remaining() >= LEFTOVER_S:
+        # The exact model ended without a proof before the budget did (on large pools
+        # at small budgets it may not even build its model): the rest goes to the
+        # memetic algorithm, from the best plan, as it would run alone.
+        offset = options.elapsed()
+        ma = run(instance, "memetic", seed=options.seed, time_limit=options.remaining(),
+                 threads=options.threads, warm_start=[ex.plan], params=ma_params,
+                 callbacks=options.callbacks)
+        info["memetic_after"] = {"objective": ma.objective, "wall_s": round(ma.wall_s, 6),
+                                 "started_s": round(offset, 6)}
+        if ma.plan is not None and ma.objective is not None and ex.objective is not None \
+                and ma.objective < ex.objective:
+            plan = ma.plan
+            trace += [TraceRow(offset + r.seconds, r.incumbent, ex.lower_bound)
+                      for r in ma.trace if r.incumbent is not None
+                      and r.incumbent < ex.objective]
+    return Outcome(plan, ex.status, lower_bound=ex.lower_bound, trace=trace,
                    info=info, message=ex.message)
 
 

@@ -110,3 +110,34 @@ def test_portfolio_memetic_run_takes_the_warm_start_defaults(geo6: Instance) -> 
                   params={**base, "memetic.stop": "budget", **MA_CAP})
     assert given.info["memetic"]["params"]["stop"] == "budget"
     assert given.objective == pytest.approx(res.objective, rel=1e-9)
+
+
+def test_portfolio_keeps_the_sequence_search_a_plain_warm_start_does_not(geo6: Instance
+                                                                         ) -> None:
+    base = {"exact": "milp", "exact.parametric": False}
+    res = solve(geo6, "portfolio", seed=3, time_limit=600, threads=1, params=base)
+    assert res.info["memetic"]["params"]["ils"] == 200
+    plain = solve(geo6, "milp", seed=3, time_limit=600, threads=1, warm_start="memetic",
+                  params={"parametric": False})
+    assert plain.info["warm_start"]["params"]["ils"] == 0
+    off = solve(geo6, "portfolio", seed=3, time_limit=600, threads=1,
+                params={**base, "memetic.ils": 0})
+    assert off.info["memetic"]["params"]["ils"] == 0
+
+
+def test_budget_left_by_an_unproven_exact_run_goes_to_the_memetic_algorithm() -> None:
+    # B&B stopped by a node limit ends unproven long before the budget; the memetic
+    # algorithm then runs from the best plan (capped at 20 generations, so the run does
+    # not depend on the clock) and the portfolio returns the better plan with B&B's bound.
+    inst = Instance.from_dict(by_family("metro", 24, 32, 3))
+    params = {"exact": "bnb", "exact.node_limit": 1, "exact.parametric": False, **MA_CAP}
+    res = solve(inst, "portfolio", seed=3, time_limit=600, threads=1, params=params)
+    assert res.status == "feasible"
+    after = res.info["memetic_after"]
+    exact = res.info["exact"]
+    assert res.objective == pytest.approx(min(after["objective"], exact["objective"]),
+                                          rel=1e-12)
+    assert res.lower_bound == exact["lower_bound"]
+    assert 0 < after["started_s"] <= res.wall_s
+    assert [r.incumbent for r in res.trace] == sorted((r.incumbent for r in res.trace),
+                                                      reverse=True)
