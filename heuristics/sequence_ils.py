@@ -107,6 +107,7 @@ def iterated_polish(
     deadline: float | None = None,
     stopped: Callable[[], bool] | None = None,
     on_improvement: Callable[[list[int], float], None] | None = None,
+    on_iteration: Callable[[int, float], None] | None = None,
 ) -> IlsResult:
     """Iterated local search from ``start`` for ``iterations`` kicks (module docstring).
 
@@ -114,7 +115,8 @@ def iterated_polish(
     (:func:`heuristics.site_order.site_groups`). Stops early when ``deadline``
     (a ``perf_counter`` value) passes or ``stopped()`` is true; that is the
     only non-deterministic part. ``on_improvement(sequence, objective)`` is
-    called on every new best.
+    called on every new best, ``on_iteration(kicks so far, best objective)`` after
+    every kick (progress display).
     """
     qmax = splitter.qmax
     cur, val, splits = polish_sequence(splitter, start, groups=groups,
@@ -144,4 +146,6 @@ def iterated_polish(
             stale += 1
             if stale >= RESET_AFTER:
                 cur, val, stale = list(out.sequence), out.objective, 0
+        if on_iteration is not None:
+            on_iteration(out.iterations, out.objective)
     return out

@@ -412,8 +412,13 @@ def run_memetic(
             extra = stop_when is not None and stop_when(res.objective)
         ended = extra or "MaxRuntime" in stop.fired or "Interrupted" in stop.fired
         if params.ils and not ended and res.best is not None:
+            def searching(kicks: int, _best: float, run: int = attempt) -> None:
+                callbacks.on_progress({"restart": run, "sequence_search": kicks,
+                                       "best": res.objective,
+                                       "elapsed": time.perf_counter() - start})
+
             _sequence_search(instance, ev, res.best, rng, params, start, stopped, offer,
-                             res.ils, splitter_cache)
+                             res.ils, splitter_cache, searching)
             if stopped is not None and stopped():
                 stop.fired.append("Interrupted")
             elif time.perf_counter() >= start + params.time_limit:
@@ -456,6 +461,7 @@ def _sequence_search(
     params: MemeticParams, start: float, stopped: Callable[[], bool] | None,
     offer: Callable[[np.ndarray, float], None], stats: dict[str, Any],
     cache: list[tuple[Splitter, list[list[int]]]],
+    progress: Callable[[int, float], None] | None = None,
 ) -> None:
     """``params.ils`` kicks of :func:`iterated_polish` from ``best``; new bests are offered.
 
@@ -480,7 +486,7 @@ def _sequence_search(
     t0 = time.perf_counter()
     out = iterated_polish(sp, decode(best)[0], groups, rng, params.ils,
                           deadline=start + params.time_limit, stopped=stopped,
-                          on_improvement=found)
+                          on_improvement=found, on_iteration=progress)
     stats["phases"] = stats.get("phases", 0) + 1
     stats["iterations"] = stats.get("iterations", 0) + out.iterations
     stats["improvements"] = stats.get("improvements", 0) + out.improvements

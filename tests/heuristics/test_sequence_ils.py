@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -13,6 +16,7 @@ from geoplan.cost.normalise import resolve_normalisers
 from geoplan.cost.split import Splitter
 from geoplan.model.generators import by_family
 from geoplan.model.instance import Instance
+from geoplan.solving.core import Callbacks
 from heuristics.memetic.algorithm import MemeticParams, run_memetic
 from heuristics.sequence_ils import iterated_polish, kick
 from heuristics.site_order import polish_sequence, site_groups
@@ -82,3 +86,20 @@ def test_memetic_offers_what_the_search_finds_at_the_shared_price() -> None:
     assert [t.incumbent for t in b.trace] == sorted({t.incumbent for t in b.trace},
                                                     reverse=True)
     assert b.info()["ils"] == b.ils
+
+
+def test_the_search_reports_progress_after_every_kick() -> None:
+    class Recorder(Callbacks):
+        def __init__(self) -> None:
+            self.progress: list[dict[str, Any]] = []
+
+        def on_progress(self, info: Mapping[str, Any]) -> None:
+            self.progress.append(dict(info))
+
+    rec = Recorder()
+    inst = Instance.from_dict(by_family("metro", 6, 8, 5))
+    r = run_memetic(inst, 3, MemeticParams(population=20, max_generations=1,
+                                           site_order=False, ils=15), callbacks=rec)
+    kicks = [p["sequence_search"] for p in rec.progress if "sequence_search" in p]
+    assert kicks == list(range(1, 16)) == list(range(1, r.ils["iterations"] + 1))
+    assert all(p["best"] >= r.objective for p in rec.progress)
