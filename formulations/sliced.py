@@ -57,7 +57,7 @@ from formulations import site_subsets
 from formulations.milp.cuts import cut_groups
 from formulations.milp.data import MilpData, prepare
 from formulations.milp.model import build_model
-from formulations.milp.start import best_plan, deferred_start, heuristic_start
+from formulations.milp.start import best_plan, deferred_start, heuristic_start, search_from
 from formulations.milp.symmetry import canonical_plan
 from formulations.milp.tolerances import HIGHS_TOLERANCES, MODEL_TOLERANCE, below_tolerance
 from formulations.milp.values import read_plan, start_values
@@ -89,6 +89,10 @@ class SlicedParams(SiteSearchParams):
     bound_share: float = param(DEFAULT_SHARE,
                                "at most this budget share for the parametric bound",
                                at_least=0.0, at_most=1.0)
+    search_share: float = param(
+        0.1, "share of the budget left for the sequence search (heuristics.sequence_ils) from "
+        "the best plan once the bound and site branching have proven nothing", at_least=0.0,
+        at_most=1.0)
     heuristic_share: float = param(0.05, "budget share of the start heuristic (at least 1 s, "
                                    "at most a quarter)", at_least=0.0, at_most=1.0)
 
@@ -434,6 +438,17 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         best, warm = deferred_start(instance, options, best, trace)
         info["warm_start_accepted"] = warm is not None
         proven = best is not None and proves(pb.value, best[1])
+    if not proven and best is not None and params.search_share > 0 and options.remaining() > 0:
+        # A better incumbent is a tighter cutoff for the slices (and a better answer if
+        # they prove nothing); on metro pools the search finds plans that visit a site
+        # twice, which the start heuristics do not build.
+        before = best[1]
+        t0 = time.perf_counter()
+        best = search_from(instance, options, best, params.search_share * options.remaining(),
+                           trace)
+        info["sequence_search"] = {"seconds": round(time.perf_counter() - t0, 6),
+                                   "from": before, "to": best[1]}
+        proven = proves(pb.value, best[1])
     if proven and best is not None:
         return Outcome(best[0], "optimal", lower_bound=min(pb.value, best[1]), trace=trace,
                        info=info, message="the parametric bound reaches the best plan (after "

@@ -108,6 +108,7 @@ def iterated_polish(
     stopped: Callable[[], bool] | None = None,
     on_improvement: Callable[[list[int], float], None] | None = None,
     on_iteration: Callable[[int, float], None] | None = None,
+    patience: int | None = None,
 ) -> IlsResult:
     """Iterated local search from ``start`` for ``iterations`` kicks (module docstring).
 
@@ -116,7 +117,8 @@ def iterated_polish(
     (a ``perf_counter`` value) passes or ``stopped()`` is true; that is the
     only non-deterministic part. ``on_improvement(sequence, objective)`` is
     called on every new best, ``on_iteration(kicks so far, best objective)`` after
-    every kick (progress display).
+    every kick (progress display). ``patience``: also stop after that many kicks in a
+    row without a new best.
     """
     qmax = splitter.qmax
     cur, val, splits = polish_sequence(splitter, start, groups=groups,
@@ -124,8 +126,10 @@ def iterated_polish(
     out = IlsResult(list(cur), val, splits=splits)
     if on_improvement is not None and val < math.inf:
         on_improvement(list(cur), val)
-    stale = 0
+    stale = since_best = 0
     for _ in range(iterations):
+        if patience is not None and since_best >= patience:
+            break
         if (deadline is not None and time.perf_counter() >= deadline) or (
                 stopped is not None and stopped()):
             break
@@ -139,11 +143,12 @@ def iterated_polish(
         if val < out.objective - 1e-12 * abs(out.objective):
             out.sequence, out.objective = list(cur), val
             out.improvements += 1
-            stale = 0
+            stale = since_best = 0
             if on_improvement is not None:
                 on_improvement(list(cur), val)
         else:
             stale += 1
+            since_best += 1
             if stale >= RESET_AFTER:
                 cur, val, stale = list(out.sequence), out.objective, 0
         if on_iteration is not None:

@@ -22,7 +22,13 @@ from geoplan.solving.result import TraceRow
 if TYPE_CHECKING:
     from geoplan.solving.core import SolveOptions
 
-__all__ = ["best_plan", "deferred_start", "heuristic_plans", "heuristic_start", "improve_plan"]
+__all__ = ["best_plan", "deferred_start", "heuristic_plans", "heuristic_start", "improve_plan",
+           "search_from"]
+
+#: kicks of :func:`search_from` at most, and kicks in a row without a better plan that
+#: end it (so that a small pool with a long budget does not spend a share of it)
+SEARCH_KICKS = 5_000
+SEARCH_PATIENCE = 200
 
 
 def best_plan(instance: Instance, plans: list[Plan]) -> tuple[Plan, float] | None:
@@ -57,6 +63,40 @@ def deferred_start(
         trace.append(TraceRow(options.elapsed(), warm[1], None))
         options.callbacks.on_improvement(options.elapsed(), warm[1], None)
     return best, warm
+
+
+def search_from(
+    instance: Instance, options: SolveOptions, best: tuple[Plan, float], seconds: float,
+    trace: list[TraceRow],
+) -> tuple[Plan, float]:
+    """The iterated local search of :mod:`heuristics.sequence_ils` from ``best`` for
+    ``seconds`` (generator from ``options.seed``; at most ``SEARCH_KICKS`` kicks, and
+    ``SEARCH_PATIENCE`` in a row without a better plan); the better of its plan, priced by the
+    shared evaluator, and ``best``. A better plan enters ``trace`` and the callbacks.
+
+    For an exact model whose quick proof attempts failed: a better incumbent is a
+    tighter cutoff for the search that follows, and on metro pools the search often
+    finds plans that visit a site twice, which the start heuristics do not build.
+    """
+    import numpy as np
+
+    from geoplan.cost.split import Splitter
+    from heuristics.sequence_ils import iterated_polish
+    from heuristics.site_order import site_groups
+
+    sp = Splitter(instance)
+    groups = site_groups(instance, sp.comp, sp.mem_cap)[1]
+    out = iterated_polish(sp, best[0].gpu_indices(instance), groups,
+                          np.random.default_rng(options.seed), SEARCH_KICKS,
+                          deadline=time.perf_counter() + seconds, stopped=options.stopped,
+                          patience=SEARCH_PATIENCE)
+    split = sp.split(out.sequence)
+    found = None if split is None else best_plan(instance, [split.to_plan(instance)])
+    if found is None or not found[1] < best[1]:
+        return best
+    trace.append(TraceRow(options.elapsed(), found[1], None))
+    options.callbacks.on_improvement(options.elapsed(), found[1], None)
+    return found
 
 
 def heuristic_plans(instance: Instance, deadline: float | None = None) -> list[Plan]:

@@ -11,13 +11,15 @@ import reference_model as ref
 
 import formulations.sliced as sliced_mod
 from formulations.milp.data import prepare
+from formulations.milp.start import best_plan, search_from
 from formulations.milp.values import start_values
 from formulations.sliced import Slice, SliceResult, make_slices, slice_data
+from geoplan.cost import evaluate
 from geoplan.cost.parametric import Box, PlanClasses
 from geoplan.model import generators
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
-from geoplan.solving.core import SolveOptions, solve
+from geoplan.solving.core import Callbacks, SolveOptions, solve
 
 
 @pytest.mark.parametrize(("family", "n", "layers", "seed", "lam"), [
@@ -156,3 +158,17 @@ def test_class_rows_hold_exactly_the_plans_a_class_admits(sites: str,
         assert ok == classes.admits(walk), (walk, ok)
         seen[ok] += 1
     assert seen[True] > 10 and seen[False] > 10
+
+
+def test_search_from_improves_a_poor_start_at_the_shared_price() -> None:
+    inst = Instance.from_dict(generators.by_family("metro", 7, 7, 1))
+    start = best_plan(inst, [Plan.from_indices(inst, [0], [7])])
+    assert start is not None
+    trace: list = []
+    options = SolveOptions(time_limit=600, seed=0, threads=1, callbacks=Callbacks())
+    found = search_from(inst, options, start, 600.0, trace)
+    assert found[1] < start[1]
+    assert evaluate(inst, found[0]).objective == pytest.approx(found[1], rel=1e-12)
+    assert [r.incumbent for r in trace] == [found[1]]
+    tree = solve(inst, "bnb", seed=0, time_limit=600, threads=1)
+    assert found[1] >= tree.objective * (1 - 1e-9)

@@ -103,3 +103,14 @@ def test_the_search_reports_progress_after_every_kick() -> None:
     kicks = [p["sequence_search"] for p in rec.progress if "sequence_search" in p]
     assert kicks == list(range(1, 16)) == list(range(1, r.ils["iterations"] + 1))
     assert all(p["best"] >= r.objective for p in rec.progress)
+
+
+def test_patience_ends_the_search_after_kicks_without_a_new_best() -> None:
+    _, sp, groups = _setup("metro", 12, 16, 3)
+    out = iterated_polish(sp, [g[0] for g in groups], groups, np.random.default_rng(0), 10_000,
+                          patience=7)
+    # every improvement resets the count, so at most 7 kicks follow the last one
+    assert out.iterations < 10_000
+    full = iterated_polish(sp, [g[0] for g in groups], groups, np.random.default_rng(0),
+                           out.iterations)
+    assert (full.sequence, full.objective) == (out.sequence, out.objective)
