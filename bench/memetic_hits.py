@@ -67,8 +67,8 @@ SETS: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
     # Added later (2026-12-06), after the MILP could prove the hardest metro N = 32
     # instances: seeds no tuning of the MA or of the exact models looked at.
     "fresh": ((337, 347, 349), (31, 32, 33, 34, 35)),
-    # Added 2026-12-06 for a second round of tuning (the site-order seeding), after the
-    # misses above had been diagnosed: ``tune2`` is what that round looked at,
+    # Added 2026-12-06 for a second round of tuning (the sequence search, ``ils``), after
+    # the misses above had been diagnosed: ``tune2`` is what that round looked at,
     # ``fresh2`` what it did not.
     "tune2": ((359, 367, 373), (41, 42, 43)),
     "fresh2": ((401, 409, 419), (51, 52, 53, 54, 55)),

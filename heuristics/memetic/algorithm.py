@@ -347,8 +347,11 @@ def run_memetic(
     res = MemeticResult(best=None, objective=math.inf, plan=None)
     warm = _warm_chromosomes(instance, warm_start)
     seeds = None
+    # One splitter for the site-order plans and the sequence search.
+    sp = Splitter(ev.instance) if params.site_order or params.ils else None
+    groups = site_groups(ev.instance, sp.comp, sp.mem_cap)[1] if sp and params.ils else []
     if params.site_order:
-        so = site_order_plans(ev.instance)
+        so = site_order_plans(ev.instance, splitter=sp)
         seeds = _warm_chromosomes(instance, [p.plan for p in so.plans])
         res.site_order = {
             "plans": len(so.plans),
@@ -356,7 +359,6 @@ def run_memetic(
             "sites": len(so.sites),
             "seconds": round(so.seconds, 6),
         }
-    splitter_cache: list[tuple[Splitter, list[list[int]]]] = []
     generation = 0
     stale_runs = 0  # runs in a row that found no better plan than the runs before them
     best_run = 0  # the run that found the best plan so far
@@ -411,14 +413,14 @@ def run_memetic(
                                    "best": res.objective, "elapsed": now})
             extra = stop_when is not None and stop_when(res.objective)
         ended = extra or "MaxRuntime" in stop.fired or "Interrupted" in stop.fired
-        if params.ils and not ended and res.best is not None:
+        if sp is not None and params.ils and not ended and res.best is not None:
             def searching(kicks: int, _best: float, run: int = attempt) -> None:
                 callbacks.on_progress({"restart": run, "sequence_search": kicks,
                                        "best": res.objective,
                                        "elapsed": time.perf_counter() - start})
 
-            _sequence_search(instance, ev, res.best, rng, params, start, stopped, offer,
-                             res.ils, splitter_cache, searching)
+            _sequence_search(instance, ev, sp, groups, res.best, rng, params, start, stopped,
+                             offer, res.ils, searching)
             if stopped is not None and stopped():
                 stop.fired.append("Interrupted")
             elif time.perf_counter() >= start + params.time_limit:
@@ -457,23 +459,16 @@ def run_memetic(
 
 
 def _sequence_search(
-    instance: Instance, ev: BatchEvaluator, best: np.ndarray, rng: np.random.Generator,
-    params: MemeticParams, start: float, stopped: Callable[[], bool] | None,
-    offer: Callable[[np.ndarray, float], None], stats: dict[str, Any],
-    cache: list[tuple[Splitter, list[list[int]]]],
-    progress: Callable[[int, float], None] | None = None,
+    instance: Instance, ev: BatchEvaluator, sp: Splitter, groups: list[list[int]],
+    best: np.ndarray, rng: np.random.Generator, params: MemeticParams, start: float,
+    stopped: Callable[[], bool] | None, offer: Callable[[np.ndarray, float], None],
+    stats: dict[str, Any], progress: Callable[[int, float], None] | None = None,
 ) -> None:
     """``params.ils`` kicks of :func:`iterated_polish` from ``best``; new bests are offered.
 
     Each new best sequence is split exactly, encoded, and priced again by the
-    shared evaluator, whose value is the one offered. The splitter and the
-    site groups are built on first use and kept in ``cache``.
+    shared evaluator, whose value is the one offered.
     """
-    if not cache:
-        sp = Splitter(ev.instance)
-        cache.append((sp, site_groups(ev.instance, sp.comp, sp.mem_cap)[1]))
-    sp, groups = cache[0]
-
     def found(seq: list[int], value: float) -> None:
         split = sp.split(seq)
         if split is None:  # pragma: no cover - the search only reports feasible splits
