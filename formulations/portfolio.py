@@ -10,6 +10,13 @@ gap between them. Which exact
 model runs is ``params["exact"]`` (default: :func:`default_exact`), and the memetic
 share of the budget is ``params["ma_fraction"]`` (default 0.2). ``memetic.KEY=VALUE`` and
 ``exact.KEY=VALUE`` pass parameters to the two solvers (:class:`PortfolioParams`).
+
+With two threads or more (``parallel``, by default when ``threads >= 2``) the two run
+at once instead: the memetic algorithm in a second process for the whole budget
+(:mod:`formulations.memetic_peer`), the exact model here with the other threads. When
+the exact model asks for its warm start it gets the best plan the memetic run has
+found by then, at no cost to its budget; the answer is the better of the two plans,
+with the exact model's bound. A proof ends the memetic run at once.
 """
 
 from __future__ import annotations
@@ -19,8 +26,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
+from formulations import memetic_peer
 from geoplan.model.instance import Instance
-from geoplan.solving.core import SolveOptions, get_solver
+from geoplan.solving.core import DeferredStart, SolveOptions, finish, get_solver
 from geoplan.solving.core import solve as run
 from geoplan.solving.params import SolverParams, param
 from geoplan.solving.registry import SolverSpec
@@ -56,6 +64,8 @@ class PortfolioParams(SolverParams):
                                        prefix="memetic.", decode=False)
     exact_params: Mapping[str, Any] = param(None, "a parameter of the exact model (see its "
                                             "list)", prefix="exact.", decode=False)
+    parallel: bool | None = param(None, "run the memetic algorithm in a second process "
+                                  "alongside the exact model (none: with 2 threads or more)")
 
 
 def solve(instance: Instance, options: SolveOptions) -> Outcome:
@@ -77,6 +87,9 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     ex_params, _ = exact_spec.parse_params(params.exact_params, where="params.exact")
     if options.warm_start or not exact_spec.defers_warm_start:
         return _memetic_first(instance, options, exact, fraction, ma_params, ex_params)
+    parallel = options.threads >= 2 if params.parallel is None else params.parallel
+    if parallel and memetic_peer.available():
+        return _side_by_side(instance, options, exact, ma_params, ex_params)
     # The memetic parameters as given (checked above), not parsed: the core lays them over
     # the memetic algorithm's warm-start defaults (one run, the paper's stop), which a
     # parsed set would replace with its standalone defaults (restarts until its share of
@@ -114,6 +127,73 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
                       and r.incumbent < ex.objective]
     return Outcome(plan, ex.status, lower_bound=ex.lower_bound, trace=trace,
                    info=info, message=ex.message)
+
+
+def _side_by_side(instance: Instance, options: SolveOptions, exact: str,
+                  ma_params: SolverParams, ex_params: SolverParams) -> Outcome:
+    """The memetic algorithm in a peer process and the exact model here, at once."""
+    peer = memetic_peer.MemeticPeer(instance, options.seed, max(options.remaining(), 1e-3),
+                                    ma_params)
+    handed: dict[str, Any] = {}
+
+    def from_peer(_share: float) -> SolveResult:
+        """The deferred warm start: the peer's best plan so far (no waiting)."""
+        got = peer.best()
+        if got is None:
+            handed["objective"] = None
+            return finish(instance, "memetic", Outcome(None, "no_solution"), 0.0, options.seed)
+        at, objective, plan = got
+        handed.update(objective=objective, found_s=round(at - options.start, 6))
+        return finish(instance, "memetic", Outcome(plan, "feasible",
+                                                   trace=[TraceRow(0.0, objective, None)]),
+                      0.0, options.seed)
+
+    offset = options.elapsed()
+    try:
+        ex = run(instance, exact, seed=options.seed, time_limit=options.remaining() or 1e-3,
+                 threads=max(1, options.threads - 1), gap=options.gap,
+                 warm_start=DeferredStart(from_peer, 0.0, source="memetic (parallel)"),
+                 params=ex_params, callbacks=options.callbacks)
+    except BaseException:
+        peer.close()
+        raise
+    if options.stopped() or ex.status in ("optimal", "infeasible"):
+        peer.stop()  # an interrupt, or nothing left for it to find
+    ma = peer.result()
+    last = peer.best()
+    ws = ex.info.get("warm_start", {})
+    info: dict[str, Any] = {
+        "mode": "parallel",
+        "memetic": {"ran": True, "objective": None if ma is None else ma.objective,
+                    "wall_s": None if ma is None else round(ma.wall_s, 6),
+                    "time_to_best_s": None if last is None else round(last[0] - options.start, 6),
+                    "handed": handed or None, **({"error": peer.error} if peer.error else {})},
+        "exact": _exact_info(exact, ex, ws.get("accepted")),
+    }
+    # The peer's incumbents (perf_counter times) and the exact model's rows, one curve.
+    events: list[tuple[float, float | None, float | None]] = [
+        (r.seconds + offset, r.incumbent, r.bound) for r in ex.trace]
+    ma_rows: list[tuple[float, float | None, float | None]] = [] if ma is None else [
+        (r.seconds + (peer.started - options.start), r.incumbent, None) for r in ma.trace]
+    trace: list[TraceRow] = []
+    inc, bound = math.inf, None
+    for t, i, b in sorted(events + ma_rows, key=lambda e: e[0]):
+        inc = min(inc, math.inf if i is None else i)
+        bound = b if b is not None else bound
+        trace.append(TraceRow(t, None if inc == math.inf else inc,
+                              None if bound is None else min(bound, inc)))
+    plans = [(r.objective, r.plan) for r in (ex, ma) if r is not None and r.plan is not None
+             and r.objective is not None]
+    if last is not None and (ma is None or ma.plan is None):
+        plans.append((last[1], last[2]))  # the child failed after sending plans
+    if not plans:
+        none: Status = "infeasible" if ex.status == "infeasible" else "no_solution"
+        return Outcome(None, none, lower_bound=ex.lower_bound, trace=trace, info=info,
+                       message=ex.message)
+    plan = min(plans, key=lambda p: p[0])[1]
+    status: Status = "optimal" if ex.status == "optimal" else "feasible"
+    return Outcome(plan, status, lower_bound=ex.lower_bound, trace=trace, info=info,
+                   message=None if status == "optimal" else ex.message)
 
 
 def _exact_info(exact: str, ex: SolveResult, accepted: Any) -> dict[str, Any]:

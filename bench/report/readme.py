@@ -69,6 +69,8 @@ WARMSTART = ROOT / "bench" / "results" / "warmstart"
 #: Where the portfolio's re-run of the quality-against-budget sweep is stored
 #: (``anytime-portfolio.toml``); without it the section quotes the sweep in :data:`RESULTS`.
 PORTFOLIO = ROOT / "bench" / "results" / "anytime-portfolio"
+#: The label of the portfolio's two-thread rows in that sweep.
+PF_2T = "portfolio-2t"
 #: How the section names solvers in counts per solver.
 _SOLVER_LABELS = {"milp": "MILP", "cpsat": "CP-SAT", "bnb": "B&B"}
 #: The budget (s) at which the section quotes the MA's distance to the best known plan.
@@ -213,9 +215,14 @@ def _warm(rows: Sequence[Row], f: Facts, warmstart: str | Path = WARMSTART) -> N
     if stored.exists():
         rows_pf, _, path = load_results(stored)
         f["pf_results"] = _rel(path.parent)
-    cmp = portfolio_vs_exact([r for r in rows_pf if r["experiment"] == "anytime"])
-    f["pf_components"] = portfolio_vs_components(
-        [r for r in rows_pf if r["experiment"] == "anytime"]) if f["pf_results"] else None
+    anytime = [r for r in rows_pf if r["experiment"] == "anytime"]
+    cmp = portfolio_vs_exact(anytime, label="portfolio")
+    f["pf_components"] = portfolio_vs_components(anytime, label="portfolio") \
+        if f["pf_results"] else None
+    # The same sweep's portfolio on two threads (its memetic run in a second process).
+    two = [r for r in anytime if r["solver"] == "portfolio" and r.get("label") == PF_2T]
+    f["pf2_components"] = portfolio_vs_components(anytime, label=PF_2T) if two else None
+    f["pf2_exact"] = portfolio_vs_exact(anytime, label=PF_2T) if two else None
     assert cmp is not None
     f["pf_cells"], f["pf_held"], f["pf_failed"] = cmp.cells, cmp.held, len(cmp.failed)
     f["pf_better"] = cmp.better
@@ -404,6 +411,16 @@ def results_section(results: str | Path = RESULTS, f: Mapping[str, Any] | None =
             + f", and its bound at least the MILP's in {pc['bound_held']} of "
             f"{pc['bound_cells']}"
             + (f" (not in {cells(pc['bound_failed'])})" if pc["bound_failed"] else "") + ".")
+    p2, x2 = f.get("pf2_components"), f.get("pf2_exact")
+    if p2 and x2:
+        comp_txt += (
+            f" On two threads (`{PF_2T}`: the MA in a second process for the whole budget, "
+            f"the exact model here, run next to the other jobs of the same sweep) its plan "
+            f"was at least the MA's in {p2['plan_held']} of {p2['plan_cells']} cells"
+            + (f" (not in {cells(p2['plan_failed'])})" if p2["plan_failed"] else "")
+            + f", its bound at least the MILP's in {p2['bound_held']} of {p2['bound_cells']}"
+            + (f" (not in {cells(p2['bound_failed'])})" if p2["bound_failed"] else "")
+            + f", and its plan at least the best exact method's in {x2.held} of {x2.cells}.")
     proven_all = ("every one of the" if f["ws_proven"] == f["ws_instances"]
                   else f"{f['ws_proven']} of the")
     lines = [

@@ -80,15 +80,17 @@ def _failed_cell(f: Mapping[str, Any]) -> str:
     return f"{f['instance']} at {f['budget_s']:g} s: {mine} vs {f['by']} {fmt(f['exact'])}"
 
 
-def portfolio_vs_exact(rows: Sequence[Row], portfolio: str = "portfolio"
-                       ) -> PortfolioComparison | None:
+def portfolio_vs_exact(rows: Sequence[Row], portfolio: str = "portfolio",
+                       label: str | None = None) -> PortfolioComparison | None:
     """Compare the portfolio with the best exact solver in every (instance, budget) cell.
 
-    None when the rows hold no portfolio run or no exact run.
+    ``label``: only the portfolio's rows with that label (a sweep may run it twice, on
+    one thread and on two). None when the rows hold no portfolio run or no exact run.
     """
     df = frame(rows)
     exact = df[df["solver"].isin(EXACT_SOLVERS)]
-    mine = df[df["solver"] == portfolio]
+    mine = df[(df["solver"] == portfolio) & ((df["label"] == label) if label is not None
+                                             else True)]
     if exact.empty or mine.empty:
         return None
     labels = tuple(dict.fromkeys(exact["label"]))
@@ -120,17 +122,20 @@ NOISE_REL = 0.1
 
 
 def portfolio_vs_components(rows: Sequence[Row], exact: str = "milp",
-                            portfolio: str = "portfolio", heuristic: str = "memetic"
-                            ) -> dict[str, Any]:
+                            portfolio: str = "portfolio", heuristic: str = "memetic",
+                            label: str | None = None) -> dict[str, Any]:
     """The portfolio against its two components run alone, cell by (instance, budget) cell.
 
     ``plan_cells``/``plan_held``: cells where ``heuristic`` alone has a plan, and those
     where the portfolio's plan is at least as good (:data:`REL_TOL`), ``plan_failed`` the
     others; ``bound_cells``/``bound_held``/``bound_failed``: the same for the proven bound
-    against ``exact`` alone (a missing portfolio bound counts as worse).
+    against ``exact`` alone (a missing portfolio bound counts as worse). ``label``: only
+    the portfolio's rows with that label.
     """
     cells: dict[tuple[str, float], dict[str, Row]] = {}
     for r in rows:
+        if r["solver"] == portfolio and label is not None and r.get("label") != label:
+            continue
         cells.setdefault((r["instance"], float(r["budget_s"])), {})[r["solver"]] = r
     out: dict[str, Any] = {"plan_cells": 0, "plan_held": 0, "plan_failed": [],
                            "bound_cells": 0, "bound_held": 0, "bound_failed": []}

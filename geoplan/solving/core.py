@@ -71,6 +71,10 @@ class Callbacks:
     def on_progress(self, info: Mapping[str, Any]) -> None:
         """Called now and then with solver-specific progress (generation, nodes, ...)."""
 
+    def on_plan(self, seconds: float, plan: Plan, objective: float) -> None:
+        """Called with each new best plan by solvers that have it at hand (the memetic
+        algorithm), for a caller that hands plans on (the parallel portfolio)."""
+
     def on_end(self, result: SolveResult) -> None:
         """Called once with the final result."""
 
@@ -155,6 +159,7 @@ class DeferredStart:
 
     run: Callable[[float], SolveResult]
     fraction: float
+    source: str = "deferred"
     started: float | None = None
     result: SolveResult | None = None
 
@@ -200,6 +205,9 @@ class _SelfSignal(Callbacks):
     def on_progress(self, info: Mapping[str, Any]) -> None:
         self.inner.on_progress(info)
 
+    def on_plan(self, seconds: float, plan: Plan, objective: float) -> None:
+        self.inner.on_plan(seconds, plan, objective)
+
     def on_end(self, result: SolveResult) -> None:
         self.inner.on_end(result)
 
@@ -236,7 +244,7 @@ def solve(
     time_limit: float = 60.0,
     threads: int | None = None,
     gap: float = 0.0,
-    warm_start: str | Plan | HybridPlan | Sequence[Plan | HybridPlan] | None = None,
+    warm_start: str | Plan | HybridPlan | Sequence[Plan | HybridPlan] | DeferredStart | None = None,
     warm_start_fraction: float = 0.2,
     params: Mapping[str, Any] | SolverParams | None = None,
     warm_start_params: Mapping[str, Any] | SolverParams | None = None,
@@ -264,7 +272,9 @@ def solve(
     ``warm_start_params``, over its spec's ``as_warm_start`` defaults) and hands
     its plan over, all within ``time_limit``: first, or, for a solver that
     ``defers_warm_start``, when that solver's own quick proof attempt has failed
-    (``info["warm_start"]["deferred"]``; not at all if it never asks).
+    (``info["warm_start"]["deferred"]``; not at all if it never asks). A
+    :class:`DeferredStart` is such a source made by the caller (the parallel
+    portfolio's: the plan a memetic run in another process has found by then).
     ``params`` are the solver's parameters (a mapping of ``--param`` strings or
     values, or its parameter dataclass); they and the other arguments are
     checked before any work starts.
@@ -319,7 +329,13 @@ def solve(
     deferred: DeferredStart | None = None
     if isinstance(warm_start, str) and not 0 < warm_start_fraction < 1:
         raise InputError("warm_start_fraction", warm_start_fraction, "must lie in (0, 1)")
-    if isinstance(warm_start, str) and spec.defers_warm_start and not hybrid:
+    if isinstance(warm_start, DeferredStart):
+        if not spec.defers_warm_start or hybrid:
+            raise InputError("warm_start", warm_start.source,
+                             f"{spec.name} does not defer its warm start")
+        deferred = warm_start
+        info["warm_start"] = {"source": warm_start.source, "deferred": True}
+    elif isinstance(warm_start, str) and spec.defers_warm_start and not hybrid:
         source = warm_start
 
         def run_source(limit: float) -> SolveResult:

@@ -371,6 +371,7 @@ def run_memetic(
             res.trace.append(TraceRow(now, value, None))
             res.time_to_best_s = now
             callbacks.on_improvement(now, value, None)
+            callbacks.on_plan(now, Plan.from_chromosome(instance, x), value)
 
     attempt = 0
     while True:

@@ -6,6 +6,7 @@ from itertools import pairwise
 
 import pytest
 
+from formulations import memetic_peer
 from geoplan.cli import main
 from geoplan.errors import InputError
 from geoplan.model.generators import by_family
@@ -141,3 +142,48 @@ def test_budget_left_by_an_unproven_exact_run_goes_to_the_memetic_algorithm() ->
     assert 0 < after["started_s"] <= res.wall_s
     assert [r.incumbent for r in res.trace] == sorted((r.incumbent for r in res.trace),
                                                       reverse=True)
+
+
+@pytest.mark.skipif(not memetic_peer.available(), reason="no fork here")
+@pytest.mark.parametrize("exact", ["bnb", "milp"])
+def test_parallel_portfolio_proves_the_brute_force_optimum(geo6: Instance, exact: str) -> None:
+    ref = solve(geo6, "bruteforce", seed=0, time_limit=600, threads=1)
+    res = solve(geo6, "portfolio", seed=3, time_limit=600, threads=2,
+                params={"exact": exact, "exact.parametric": False, **MA_CAP})
+    assert res.info["mode"] == "parallel"
+    assert res.status == "optimal"
+    assert res.objective == pytest.approx(ref.objective, rel=1e-6)
+    assert res.info["memetic"]["ran"] is True
+    assert res.info["exact"]["solver"] == exact
+
+
+@pytest.mark.skipif(not memetic_peer.available(), reason="no fork here")
+def test_parallel_portfolio_returns_the_better_plan_with_the_exact_bound() -> None:
+    # B&B stopped by a node limit ends unproven; the memetic run (capped by generations,
+    # so it does not depend on the clock) goes on in its process and is waited for.
+    inst = Instance.from_dict(by_family("metro", 24, 32, 3))
+    params = {"exact": "bnb", "exact.node_limit": 1, "exact.parametric": False, **MA_CAP}
+    res = solve(inst, "portfolio", seed=3, time_limit=600, threads=2, params=params)
+    alone = solve(inst, "memetic", seed=3, time_limit=600, threads=1,
+                  params={"max_generations": 20})
+    assert res.status == "feasible"
+    ma, exact = res.info["memetic"], res.info["exact"]
+    assert ma["objective"] == alone.objective  # the same run as alone, in the peer
+    assert res.objective == pytest.approx(min(ma["objective"], exact["objective"]), rel=1e-12)
+    assert res.objective <= alone.objective
+    assert res.lower_bound == exact["lower_bound"]
+    secs = [r.seconds for r in res.trace]
+    assert secs == sorted(secs)
+    incumbents = [r.incumbent for r in res.trace if r.incumbent is not None]
+    assert all(b <= a for a, b in pairwise(incumbents))
+    assert incumbents[-1] == pytest.approx(res.objective, rel=1e-9)
+    assert all(r.bound is None or r.bound <= r.incumbent for r in res.trace
+               if r.incumbent is not None)
+
+
+def test_portfolio_runs_in_one_process_with_one_thread_or_when_told(geo6: Instance) -> None:
+    one = solve(geo6, "portfolio", seed=3, time_limit=600, threads=1, params=MA_CAP)
+    told = solve(geo6, "portfolio", seed=3, time_limit=600, threads=2,
+                 params={"parallel": False, **MA_CAP})
+    assert "mode" not in one.info and "mode" not in told.info
+    assert one.objective == told.objective

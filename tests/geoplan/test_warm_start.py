@@ -24,6 +24,7 @@ import pytest
 
 from geoplan.cli import main
 from geoplan.cost import evaluate
+from geoplan.errors import InputError
 from geoplan.model.instance import Instance, load_instance
 from geoplan.model.plan import Plan
 from geoplan.solving import core
@@ -316,6 +317,26 @@ def test_a_deferred_warm_start_runs_once_when_asked(
     secs = [r.seconds for r in res.trace]
     assert secs == sorted(secs)
     check_trace(res)
+
+
+def test_a_caller_made_deferred_start_is_asked_like_a_solver(
+        three_gpu: Instance) -> None:
+    # The parallel portfolio's source: a plan found elsewhere, handed over on request.
+    asked: list[float] = []
+
+    def hand_over(share: float) -> Any:
+        asked.append(share)
+        return core.finish(three_gpu, "memetic", Outcome(WORSE, "feasible"), 0.0, 0)
+
+    source = core.DeferredStart(hand_over, 0.0, source="elsewhere")
+    res = solve(three_gpu, "milp", seed=0, time_limit=GENEROUS, threads=1,
+                warm_start=source, params={"parametric": False})
+    ws = res.info["warm_start"]
+    assert len(asked) == 1 and ws["source"] == "elsewhere" and ws["ran"] is True
+    assert ws["objective"] == pytest.approx(value(three_gpu, WORSE))
+    assert res.status == "optimal" and res.objective <= ws["objective"]
+    with pytest.raises(InputError, match="does not defer"):
+        solve(three_gpu, "memetic", seed=0, time_limit=GENEROUS, warm_start=source)
 
 
 @pytest.mark.parametrize("solver", ["milp", "cpsat", "bnb", "sliced"])

@@ -1,0 +1,166 @@
+"""The memetic algorithm in a second process, alongside an exact model (parallel portfolio).
+
+:class:`MemeticPeer` forks a process that runs the ``memetic`` solver for the budget it
+is given and sends each new best plan, then its result, back through a queue. The
+parent reads them when it wants (:meth:`MemeticPeer.best` without waiting,
+:meth:`MemeticPeer.result` at the end) and may ask the run to stop early
+(:meth:`MemeticPeer.stop`: the run ends as at a time-out and still sends its result).
+
+Fork, not spawn: a spawned process would import the project and load the numba kernels
+again (seconds), more than a 1 s budget. ``os.fork`` itself, not
+``multiprocessing.Process``, which refuses to start children of daemonic processes (the
+bench's runs and Dask's workers are such). The child never prints or touches the
+parent's display; SIGINT is ignored there, since the parent, which receives it too, stops
+the child through :meth:`MemeticPeer.stop`; a child whose parent has died stops too.
+Where fork is missing, :func:`available` is false and the portfolio runs its phases one
+after the other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import queue
+import signal
+import threading
+import time
+from typing import Any
+
+from geoplan.model.instance import Instance
+from geoplan.model.plan import Plan
+from geoplan.solving.core import Callbacks
+from geoplan.solving.params import SolverParams
+from geoplan.solving.result import SolveResult
+from geoplan.solving.stop import StopFlag
+
+__all__ = ["MemeticPeer", "available"]
+
+#: seconds the parent waits for a stopped or timed-out child's result beyond its deadline
+GRACE_S = 2.0
+
+
+def available() -> bool:
+    """Whether this platform can fork the peer."""
+    return hasattr(os, "fork") and "fork" in multiprocessing.get_all_start_methods()
+
+
+class _Publish(Callbacks):
+    """Sends every new best plan to the parent: ("plan", perf_counter, objective, plan)."""
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+
+    def on_plan(self, seconds: float, plan: Plan, objective: float) -> None:
+        self.out.put(("plan", time.perf_counter(), objective, plan))
+
+
+def _child(instance: Instance, seed: int, time_limit: float, params: SolverParams | None,
+           out: Any, stop_event: Any, parent: int) -> None:
+    """The peer's body: the memetic solver, stopped by ``stop_event``; its result on ``out``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # close() ends a child that hangs
+    os.environ.pop("GEOPLAN_TEST_STOP_AFTER_INCUMBENTS", None)  # the parent's test hook
+    from geoplan.solving.core import solve
+
+    flag = StopFlag()
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["result"] = solve(instance, "memetic", seed=seed, time_limit=time_limit,
+                                  threads=1, params=params, callbacks=_Publish(out),
+                                  warm_up=False, stop=flag)
+        except Exception as exc:  # reported to the parent, which decides
+            box["error"] = f"{type(exc).__name__}: {exc}"
+
+    # The solve runs off the main thread so that its stop scope leaves the signal
+    # handlers alone (SIGINT stays ignored here).
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    while t.is_alive():
+        if stop_event.wait(0.02) or os.getppid() != parent:
+            flag.set("the parallel portfolio's exact model ended")
+            t.join()
+    out.put(("error", box["error"]) if "error" in box else ("done", box["result"]))
+    out.close()
+    out.join_thread()  # flushed before os._exit
+
+
+class MemeticPeer:
+    """A memetic run in a forked process (module docstring)."""
+
+    def __init__(self, instance: Instance, seed: int, time_limit: float,
+                 params: SolverParams | None = None) -> None:
+        ctx = multiprocessing.get_context("fork")
+        self.started = time.perf_counter()
+        self.deadline = self.started + time_limit
+        self._out = ctx.Queue()
+        self._stop = ctx.Event()
+        self._best: tuple[float, float, Plan] | None = None  # (perf_counter, objective, plan)
+        self._final: SolveResult | None = None
+        self.error: str | None = None
+        parent = os.getpid()
+        self._pid: int | None = os.fork()
+        if self._pid == 0:  # the child
+            code = 0
+            try:
+                _child(instance, seed, time_limit, params, self._out, self._stop, parent)
+            except BaseException:
+                code = 1
+            finally:
+                os._exit(code)
+
+    def _take(self, msg: tuple[Any, ...]) -> None:
+        if msg[0] == "plan":
+            _, at, objective, plan = msg
+            if self._best is None or objective < self._best[1]:
+                self._best = (at, objective, plan)
+        elif msg[0] == "done":
+            self._final = msg[1]
+        else:
+            self.error = msg[1]
+
+    def _drain(self, until: float | None = None) -> None:
+        """Read what the child has sent; with ``until``, wait for its end until then."""
+        while self._final is None and self.error is None:
+            try:
+                if until is None:
+                    msg = self._out.get_nowait()
+                else:
+                    msg = self._out.get(timeout=max(0.0, until - time.perf_counter()))
+            except (queue.Empty, OSError, ValueError):
+                return
+            self._take(msg)
+
+    def best(self) -> tuple[float, float, Plan] | None:
+        """The best plan sent so far: (``perf_counter`` when found, objective, plan)."""
+        self._drain()
+        return self._best
+
+    def stop(self) -> None:
+        """Ask the run to end now (it still sends its result)."""
+        self._stop.set()
+
+    def result(self) -> SolveResult | None:
+        """The run's result, waiting for it until the deadline (plus a grace); None if the
+        child failed or did not answer (then ``best()`` still holds what it sent)."""
+        self._drain(until=max(self.deadline, time.perf_counter()) + GRACE_S)
+        self.close()
+        return self._final
+
+    def close(self) -> None:
+        """End the child (at once if it is still running) and reap it."""
+        self._stop.set()
+        if self._pid is None:
+            return
+        pid, self._pid = self._pid, None
+        end = time.perf_counter() + 0.5
+        while time.perf_counter() < end:
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return
+            time.sleep(0.005)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)

@@ -1,0 +1,59 @@
+"""The memetic algorithm in a forked process: the same run as in this one, stoppable."""
+
+from __future__ import annotations
+
+import pytest
+
+from formulations import memetic_peer
+from formulations.memetic_peer import MemeticPeer
+from geoplan.model.generators import by_family
+from geoplan.model.instance import Instance
+from geoplan.solving.core import get_solver, solve
+
+pytestmark = pytest.mark.skipif(not memetic_peer.available(), reason="no fork here")
+
+
+@pytest.fixture(scope="module")
+def metro12() -> Instance:
+    return Instance.from_dict(by_family("metro", 12, 16, 5))
+
+
+def _params(**given: object):  # the memetic solver's parsed parameters
+    return get_solver("memetic").parse_params(given)[0]
+
+
+def test_peer_runs_the_same_memetic_run_as_this_process(metro12: Instance) -> None:
+    # Capped by generations, so neither run depends on the clock.
+    params = _params(max_generations=15)
+    here = solve(metro12, "memetic", seed=4, time_limit=600, threads=1, params=params)
+    peer = MemeticPeer(metro12, 4, 600.0, params)
+    there = peer.result()
+    assert there is not None and peer.error is None
+    assert there.objective == here.objective
+    assert there.plan is not None and here.plan is not None
+    assert there.plan.to_dict() == here.plan.to_dict()
+    # Every new best was sent as it was found; the last one is the result's plan.
+    best = peer.best()
+    assert best is not None
+    assert best[1] == pytest.approx(there.objective, rel=1e-9)
+    assert best[2].to_dict() == there.plan.to_dict()
+    assert best[0] >= peer.started
+
+
+def test_peer_stops_when_asked_and_still_answers(metro12: Instance) -> None:
+    peer = MemeticPeer(metro12, 4, 600.0, _params())  # restarts until the budget is spent
+    peer.stop()
+    res = peer.result()
+    assert res is not None
+    assert res.info.get("stopped") == "the parallel portfolio's exact model ended"
+    assert res.wall_s < 600
+
+
+def test_peer_reports_a_run_that_raises(metro12: Instance) -> None:
+    # Another solver's parameters: the memetic solver refuses them in the child, which
+    # sends the error instead of a result.
+    wrong = get_solver("milp").parse_params({})[0]
+    peer = MemeticPeer(metro12, 0, 600.0, wrong)
+    assert peer.result() is None
+    assert peer.error is not None and "Error" in peer.error
+    assert peer.best() is None
