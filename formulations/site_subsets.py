@@ -146,7 +146,8 @@ def after_bound(instance: Instance, options: SolveOptions, params: SiteSearchPar
     (``params.site_subsets``) on the bound's first site set within
     :data:`_FIRST_SUBSET_SHARE` of the budget left; branching on sites
     (``params.site_branching``; :func:`geoplan.cost.parametric.refine_by_sites`) within
-    ``params.site_branching_share`` of the budget left, which may also find a better
+    ``params.site_branching_share`` of the budget left (node searches in ``options.threads``
+    processes), which may also find a better
     plan; then, unless that proves the best plan, the site-subset search on the other
     site sets within ``params.site_subsets_share`` of what is left (skipped by a solver
     that solves branching's classes itself, ``classes_solved``, when each has at most
@@ -225,7 +226,8 @@ def after_bound(instance: Instance, options: SolveOptions, params: SiteSearchPar
                 return pb, best, True
     if branch_share > 0 and not options.stopped():
         refined = refine_by_sites(instance, pb, None if best is None else best[1],
-                                  branch_share, options.remaining(), options.stopped)
+                                  branch_share, options.remaining(), options.stopped,
+                                  workers=options.threads)
         found = None
         if refined.plan is not None:
             plan = Plan.from_pairs(refined.plan)

@@ -2064,18 +2064,19 @@ def _node_part(instance: Instance, sub: Instance, tab: node_runs.NodeTables,
 
 def refine_by_sites(instance: Instance, pb: ParametricBound, incumbent: float | None,
                     share: float, remaining: float,
-                    stop: Callable[[], bool] | None = None) -> ParametricBound:
+                    stop: Callable[[], bool] | None = None, workers: int = 1
+                    ) -> ParametricBound:
     """``pb`` (:func:`instance_bound`'s) raised by branching on sites
-    (:mod:`geoplan.cost.site_branching`) within ``share`` of ``remaining`` seconds; as
-    it is when it proves ``incumbent``. A search cut by its deadline goes on in the
-    nodes (each starts from its parent's open boxes)."""
+    (:mod:`geoplan.cost.site_branching`, node searches in ``workers`` processes) within
+    ``share`` of ``remaining`` seconds; as it is when it proves ``incumbent``. A search
+    cut by its deadline goes on in the nodes (each starts from its parent's open boxes)."""
     if not math.isfinite(remaining) or not math.isfinite(pb.value) or (
             incumbent is not None and proves(pb.value, incumbent)):
         return pb
     from geoplan.cost.site_branching import branch_on_sites
 
     deadline = time.perf_counter() + share * remaining
-    br = branch_on_sites(instance, pb, incumbent, deadline, stop)
+    br = branch_on_sites(instance, pb, incumbent, deadline, stop, workers=workers)
     if br.nodes == 0:
         return pb
     names = bounds.site_names(instance) or []

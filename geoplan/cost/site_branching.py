@@ -66,6 +66,17 @@ parent's, whose boxes were split for less: metro N=64 L=48 seed 59, 0.33 % short
 without this, proven with it). Search starts from a parent's boxes price each box only
 once it comes up, and the nodes on one site set share its pool and box tables.
 
+**Workers.** With ``workers`` > 1 (an exact solver's ``--threads``) the node searches
+run in that many forked processes (:class:`~geoplan.solving.forkpool.ForkPool`; a search
+takes about 10 ms at N=64, so the workers are forked once and fed through pipes). This
+process keeps the heap: it hands the waiting parts of a split to free workers (each its
+share of the time left, as many shares running at once as there are workers), takes the
+next least node when none wait, and files each result as it comes back. A search started
+with an older incumbent is searched again when its node comes up, as above; one still
+under way at the deadline keeps its parent's bound and boxes, like a part never
+searched, so the bound stays proven. Each worker keeps its own pools and tables (they
+start as this process's, by fork).
+
 **Gaps.** A revisit node of five to seven sites (the plans visiting every site, some
 twice) is parted into the plans stepping back once and the rest (two or more steps back,
 ``_REVISITS2``). The first are parted by the site x they visit twice and the site they
@@ -150,6 +161,7 @@ kept-apart cover that is not split) 0.52 % short; the MILP closes that class in 
 
 from __future__ import annotations
 
+import collections
 import functools
 import heapq
 import itertools
@@ -178,6 +190,8 @@ from geoplan.cost.weights import ObjectiveWeights
 from geoplan.errors import InputError
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
+from geoplan.solving import forkpool
+from geoplan.solving.forkpool import ForkPool
 
 __all__ = ["SiteBranching", "branch_on_sites"]
 
@@ -551,7 +565,8 @@ def _path_plans(instance: Instance, pb: ParametricBound, kind: _Kind, pool: _Poo
 
 
 def branch_on_sites(instance: Instance, root: ParametricBound, incumbent: float | None,
-                    deadline: float, stop: Callable[[], bool] | None = None) -> SiteBranching:
+                    deadline: float, stop: Callable[[], bool] | None = None,
+                    workers: int = 1) -> SiteBranching:
     """Refine ``root`` (the search on the whole instance) by branching on sites until
     ``deadline`` (``time.perf_counter()``) or ``stop()``; the value is proven, and at
     least ``root.value`` (or the objective of the plan found, if that is less).
@@ -559,7 +574,11 @@ def branch_on_sites(instance: Instance, root: ParametricBound, incumbent: float 
     Path nodes' relaxed minimisers are plans: the best one better than ``incumbent``
     is returned, and bounds the search from then on; a path or revisit node whose
     search ran with a worse incumbent runs again from its open boxes (closer to the
-    new incumbent its boxes are split finer: the last digits decide a proof)."""
+    new incumbent its boxes are split finer: the last digits decide a proof).
+
+    ``workers`` > 1: node searches run in that many forked processes at once
+    (:mod:`geoplan.solving.forkpool`), least bound first as on one; a search started
+    with an older incumbent runs again when its node comes up, as above."""
     t0 = time.perf_counter()
     root_names = bounds.site_names(instance)  # cluster label k is root_names[k]
     if root_names is None or len(root_names) < 3 or not root.site_sets:
@@ -589,102 +608,126 @@ def branch_on_sites(instance: Instance, root: ParametricBound, incumbent: float 
     idx = {s: k for k, s in enumerate(root_names)}
     pools: dict[frozenset[str], _Pool | None] = {}
 
-    def search(allowed: frozenset[str], forced: frozenset[str], kind: _Kind, floor: float,
-               start: tuple[Box, ...] | None, until: float, deep: bool = False) -> None:
-        nonlocal counter, nodes, ub, plan
-        counter += 1
-        ran_with = ub
-        pb, names = _node_bound(instance, allowed, forced, kind,
-                                None if not math.isfinite(ub) else ub, min(until, deadline),
-                                stop, start, pools, deep)
+    def node_search(task: _Task) -> tuple[ParametricBound, list[str], list[
+            tuple[tuple[tuple[str, int], ...], float]]]:
+        """One node's search and the plans of its path minimisers (here or in a worker)."""
+        allowed, forced, kind, inc, until, start, deep = task
+        pb, names = _node_bound(instance, allowed, forced, kind, inc, until,
+                                stop if workers <= 1 else None, start, pools, deep)
+        return pb, names, _path_plans(instance, pb, kind, pools.get(allowed))
+
+    # Parts waiting for a search: (allowed, forced, kind, the parent's bound, its boxes,
+    # its sites, deep, the share of the time left: None for an equal slice).
+    pending: collections.deque[_Part] = collections.deque()
+    # Searches under way in the workers, by tie: (the part, the incumbent it runs with).
+    running: dict[int, tuple[_Part, float]] = {}
+    pool = ForkPool(workers, node_search) if workers > 1 and forkpool.available() else None
+    slots = 1 if pool is None else workers
+
+    def absorb(tie: int, part: _Part, ran_with: float, out: tuple[
+            ParametricBound, list[str], list[tuple[tuple[tuple[str, int], ...], float]]]
+               ) -> None:
+        nonlocal nodes, ub, plan
+        pb, names, found = out
         nodes += 1
-        for pairs, obj in _path_plans(instance, pb, kind, pools.get(allowed)):
+        for pairs, obj in found:
             if obj < ub:
                 ub, plan = obj, pairs
+        allowed, forced, kind, floor, _, _, deep, _ = part
         v = max(pb.value, floor)
         if v < ub:
-            heapq.heappush(heap, (v, counter, allowed, forced, kind, used_sites(pb, names)))
-            boxes[counter] = (pb.open_boxes, ran_with, pb.exhausted, deep)
+            heapq.heappush(heap, (v, tie, allowed, forced, kind, used_sites(pb, names)))
+            boxes[tie] = (pb.open_boxes, ran_with, pb.exhausted, deep)
 
-    while heap:
-        value, tie, allowed, forced, kind, used = heap[0]
-        if value >= ub or proves(value, ub):
-            break
-        free = sorted(allowed - used - forced,
-                      key=lambda x: (min((trip[idx[u], idx[x]] for u in used), default=0.0), x))
-        ordered = not free and not kind and bool(used) and 2 <= len(allowed) <= _ORDER_SITES
-        # The plans on a few sites stepping back twice or more: by their walk, once more.
-        walks2 = not free and kind in _RESIDUAL_SPLITS and bool(used) and \
-            len(allowed) <= _WALK2_SITES
-        # The plans on a few sites stepping back once or more: those stepping back once by
-        # the site they visit twice (gapped nodes), and the rest.
-        once_back = not free and _RESIDUALS.get(kind, 0) in _GAP_BACK and bool(used) and \
-            len(allowed) <= _GAP_SITES
-        gapped = not free and bool(kind) and kind[0] == _GAP
-        # The other residuals: by a site they visit twice or more (a cover of the plans).
-        apart = not free and kind in _RESIDUALS and not walks2 and not once_back and bool(used)
-        start, ran_with, done, deep = boxes.get(tie, (None, math.inf, True, True))
-        # A kept-apart node its second search leaves below the incumbent: by its steps back.
-        apart_back = not free and bool(kind) and kind[0] == _APART and deep and \
-            _revisits(kind)[0] in _APART_GAP_BACK and len(allowed) <= _GAP_SITES
-        # The plans visiting each site once: by the order of their first sites.
-        prefixed = not free and bool(kind) and (kind == _ONCE or kind[0] == _PREFIX)
-        splittable = bool(used) and bool(free or ordered or walks2 or apart or prefixed
-                                          or once_back or gapped or apart_back)
-        # A node searched with a worse incumbent (a path node's proof may need the finer
-        # boxes near the new one), or cut by its time slice, runs again from its boxes;
-        # so does one that would be final, once, splitting its start boxes afresh (a
-        # path's bound rises far above its parent's, whose boxes were split for less).
-        again = start is not None and ((bool(kind) and ub < ran_with) or not done or (
-            not deep and not splittable))
-        if not splittable and not again:
-            heapq.heappop(heap)
-            final.append((value, used, allowed, forced, kind))
-            continue
+    def shelve(part: _Part) -> None:
+        """A part not searched keeps its parent's bound and boxes."""
+        nonlocal counter
+        allowed, forced, kind, floor, start, used, _, _ = part
+        counter += 1
+        heapq.heappush(heap, (floor, counter, allowed, forced, kind, used))
+        if start is not None:
+            boxes[counter] = (start, ub, False, False)
+
+    def launch(part: _Part) -> None:
+        """Search ``part`` now (one slot) or in a free worker."""
+        nonlocal counter
+        allowed, forced, kind, _, start, _, deep, share = part
         now = time.perf_counter()
-        if (stop is not None and stop()) or deadline - now < 2 * _MIN_NODE_S:
-            break
-        heapq.heappop(heap)
-        boxes.pop(tie, None)
-        if not splittable:
-            search(allowed, forced, kind, value, start, now + 0.5 * (deadline - now),
-                   deep or done)
-            continue
-        if ordered:
-            parts = _order_parts(allowed, forced)
-        elif walks2:
-            back, rest = _RESIDUAL_SPLITS[kind]
-            parts = [(allowed, allowed, w) for w in walks_stepping_back(sorted(allowed), back)]
-            parts.append((allowed, allowed, rest))
-        elif once_back:
-            parts = _gap_roots(allowed, _RESIDUALS[kind])
-            parts.append((allowed, allowed, _NEXT_RESIDUAL[kind]))
-        elif gapped:
-            parts = _gap_parts(allowed, *_gap_split(kind))
-        elif apart:
-            parts = [(allowed, allowed, (_APART, x, kind[0])) for x in sorted(allowed)]
-        elif apart_back:
-            parts = _gap_roots(allowed, _revisits(kind)[0], kind[1])
-            parts.append((allowed, allowed, (_APART, kind[1], _NEXT_RESIDUAL[(kind[2],)][0])))
-        elif prefixed:
-            parts = _prefix_parts(allowed, () if kind == _ONCE else kind[1:])
+        if deadline - now < _MIN_NODE_S:
+            shelve(part)  # no time for this child
+            return
+        # Each part of a split gets an equal slice of the time left (with several workers,
+        # as many slices run at once), so that one slow part does not starve the rest (a
+        # part cut short runs again when it comes up).
+        share = share if share is not None else min(1.0, slots / (len(pending) + 1))
+        until = min(now + share * (deadline - now), deadline)
+        counter += 1
+        task = (allowed, forced, kind, None if not math.isfinite(ub) else ub, until, start,
+                deep)
+        if pool is None:
+            absorb(counter, part, ub, node_search(task))
         else:
-            parts = [(allowed - set(free), forced, kind)]
-            parts += [(allowed - set(free[:i]), forced | {x}, kind) for i, x in enumerate(free)]
-        for i, (child_allowed, child_forced, child_kind) in enumerate(parts):
-            now = time.perf_counter()
-            if deadline - now < _MIN_NODE_S:
-                # No time for this child: it keeps its parent's bound (and boxes).
-                counter += 1
-                heapq.heappush(heap, (value, counter, child_allowed, child_forced, child_kind,
-                                      used))
-                if start is not None:
-                    boxes[counter] = (start, ub, False, False)
-                continue
-            # Each part gets an equal slice of the time left, so that one slow part does
-            # not starve the rest (a part cut short runs again when it comes up).
-            search(child_allowed, child_forced, child_kind, value, start,
-                   now + (deadline - now) / (len(parts) - i))
+            pool.submit(counter, task)
+            running[counter] = (part, ub)
+
+    closing = False
+    try:
+        while True:
+            if pool is not None and running:
+                for tie, out in pool.results(0.0):
+                    part, ran_with = running.pop(tie)
+                    absorb(tie, part, ran_with, out)
+            while not closing and (pool is None or pool.idle) and (pending or heap):
+                if pending:
+                    launch(pending.popleft())
+                    continue
+                value, tie, allowed, forced, kind, used = heap[0]
+                if value >= ub or proves(value, ub):
+                    break
+                free = sorted(allowed - used - forced, key=lambda x: (
+                    min((trip[idx[u], idx[x]] for u in used), default=0.0), x))
+                parts = _split(allowed, forced, kind, used, free, boxes.get(tie))
+                start, ran_with, done, deep = boxes.get(tie, (None, math.inf, True, True))
+                splittable = parts is not None
+                # A node searched with a worse incumbent (a path node's proof may need the
+                # finer boxes near the new one), or cut by its time slice, runs again from
+                # its boxes; so does one that would be final, once, splitting its start
+                # boxes afresh (a path's bound rises far above its parent's, whose boxes
+                # were split for less).
+                again = start is not None and ((bool(kind) and ub < ran_with) or not done or (
+                    not deep and not splittable))
+                if not splittable and not again:
+                    heapq.heappop(heap)
+                    final.append((value, used, allowed, forced, kind))
+                    continue
+                now = time.perf_counter()
+                if (stop is not None and stop()) or deadline - now < 2 * _MIN_NODE_S:
+                    closing = True
+                    break
+                heapq.heappop(heap)
+                boxes.pop(tie, None)
+                if parts is None:
+                    pending.append((allowed, forced, kind, value, start, used, deep or done,
+                                    0.5))
+                else:
+                    pending.extend((a, f, k, value, start, used, False, None)
+                                   for a, f, k in parts)
+            # Nothing under way: the loop above stopped on a proof, the clock or an empty
+            # heap (it launches every waiting part while a slot is free).
+            if pool is None or not running:
+                break
+            if (stop is not None and stop()) or time.perf_counter() > deadline + 1.0:
+                break  # the searches under way keep their parents' bounds (below)
+            for tie, out in pool.results(0.05):
+                part, ran_with = running.pop(tie)
+                absorb(tie, part, ran_with, out)
+    finally:
+        if pool is not None:
+            pool.close()
+    for part, _ in running.values():  # cut off: they keep their parents' bounds
+        shelve(part)
+    for part in pending:
+        shelve(part)
     # Every node left, as final's rows: (bound, the minimiser's sites, allowed, forced, kind).
     left = [(v, u, a, f, k) for v, _, a, f, k, u in heap] + final
     leaves = [v for v, *_ in left if v < ub]
@@ -697,3 +740,67 @@ def branch_on_sites(instance: Instance, root: ParametricBound, incumbent: float 
     return SiteBranching(float(max(value, min(root.value, ub))), nodes, len(leaves),
                          time.perf_counter() - t0, tuple(sorted(least_sites)), plan,
                          ub if plan is not None else None, classes)
+
+
+#: A node search's arguments: allowed, forced, kind, incumbent, deadline, start boxes, deep.
+_Task = tuple[frozenset[str], frozenset[str], _Kind, float | None, float,
+              tuple[Box, ...] | None, bool]
+#: A part waiting for its search: allowed, forced, kind, its parent's bound, the parent's
+#: open boxes, the parent minimiser's sites, deep, and its share of the time left (None:
+#: an equal slice with the other parts waiting).
+_Part = tuple[frozenset[str], frozenset[str], _Kind, float, tuple[Box, ...] | None,
+              frozenset[str], bool, float | None]
+
+
+def _split(allowed: frozenset[str], forced: frozenset[str], kind: _Kind, used: frozenset[str],
+           free: list[str], state: tuple[tuple[Box, ...], float, bool, bool] | None
+           ) -> list[tuple[frozenset[str], frozenset[str], _Kind]] | None:
+    """The parts a node is split into (module docstring), None if it cannot be split.
+
+    ``free``: the allowed sites its minimiser leaves unused and unforced, likeliest to
+    lend it a cheap link first; ``state``: its search's (boxes, incumbent, exhausted,
+    deep), if it ran."""
+    ordered = not free and not kind and bool(used) and 2 <= len(allowed) <= _ORDER_SITES
+    # The plans on a few sites stepping back twice or more: by their walk, once more.
+    walks2 = not free and kind in _RESIDUAL_SPLITS and bool(used) and \
+        len(allowed) <= _WALK2_SITES
+    # The plans on a few sites stepping back once or more: those stepping back once by
+    # the site they visit twice (gapped nodes), and the rest.
+    once_back = not free and _RESIDUALS.get(kind, 0) in _GAP_BACK and bool(used) and \
+        len(allowed) <= _GAP_SITES
+    gapped = not free and bool(kind) and kind[0] == _GAP
+    # The other residuals: by a site they visit twice or more (a cover of the plans).
+    apart = not free and kind in _RESIDUALS and not walks2 and not once_back and bool(used)
+    deep = True if state is None else state[3]
+    # A kept-apart node its second search leaves below the incumbent: by its steps back.
+    apart_back = not free and bool(kind) and kind[0] == _APART and deep and \
+        _revisits(kind)[0] in _APART_GAP_BACK and len(allowed) <= _GAP_SITES
+    # The plans visiting each site once: by the order of their first sites.
+    prefixed = not free and bool(kind) and (kind == _ONCE or kind[0] == _PREFIX)
+    if not (bool(used) and bool(free or ordered or walks2 or apart or prefixed
+                                or once_back or gapped or apart_back)):
+        return None
+    if ordered:
+        return _order_parts(allowed, forced)
+    if walks2:
+        back, rest = _RESIDUAL_SPLITS[kind]
+        parts = [(allowed, allowed, w) for w in walks_stepping_back(sorted(allowed), back)]
+        parts.append((allowed, allowed, rest))
+        return parts
+    if once_back:
+        parts = _gap_roots(allowed, _RESIDUALS[kind])
+        parts.append((allowed, allowed, _NEXT_RESIDUAL[kind]))
+        return parts
+    if gapped:
+        return _gap_parts(allowed, *_gap_split(kind))
+    if apart:
+        return [(allowed, allowed, (_APART, x, kind[0])) for x in sorted(allowed)]
+    if apart_back:
+        parts = _gap_roots(allowed, _revisits(kind)[0], kind[1])
+        parts.append((allowed, allowed, (_APART, kind[1], _NEXT_RESIDUAL[(kind[2],)][0])))
+        return parts
+    if prefixed:
+        return _prefix_parts(allowed, () if kind == _ONCE else kind[1:])
+    parts = [(allowed - set(free), forced, kind)]
+    parts += [(allowed - set(free[:i]), forced | {x}, kind) for i, x in enumerate(free)]
+    return parts

@@ -18,6 +18,7 @@ from geoplan.cost.parametric import instance_bound, parametric_bound, refine_by_
 from geoplan.model import generators
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
+from geoplan.solving import forkpool
 from geoplan.solving.core import solve
 
 
@@ -561,3 +562,41 @@ def test_few_path_nodes_are_classes_of_their_own() -> None:
     assert lumped.orders == () and (lumped.min_sends, lumped.max_sends) == (3, 3)
     mixed = sb._classes([*paths, (a, frozenset("A"), ())])
     assert len(mixed) == 1 and mixed[0].orders == ()
+
+
+@pytest.mark.skipif(not forkpool.available(), reason="no fork here")
+def test_branching_in_two_workers_proves_what_one_does() -> None:
+    """The instance above, its node searches in two forked workers: the same proof, the
+    bound between the root's and the plan's. (About a second: the deadline is never
+    near.)"""
+    inst = _instance("metro", 20, 20, 2, 1.0)
+    plan = solve(inst, "milp", seed=0, time_limit=120, threads=1)
+    assert plan.status == "optimal" and plan.objective is not None
+    root = instance_bound(inst, None, 1.0, 60.0)
+    refined = refine_by_sites(inst, root, None, 1.0, 60.0, workers=2)
+    assert root.value < refined.value <= plan.objective * (1 + 1e-12)
+    assert parametric.proves(refined.value, plan.objective)
+    assert refined.branching is not None and refined.branching["nodes"] >= 2  # type: ignore[operator]
+
+
+@pytest.mark.skipif(not forkpool.available(), reason="no fork here")
+@pytest.mark.parametrize(("family", "seed", "lam", "sites"), [
+    ("metro", 5, 1.0, "ABCDABC"), ("geo", 4, 0.5, "ABCDDCB")])
+def test_open_classes_hold_every_better_plan_in_two_workers(family: str, seed: int,
+                                                            lam: float, sites: str) -> None:
+    """As above, branching to its end with two workers: every plan better than its
+    incumbent lies in an open class, and its bound never exceeds the optimum."""
+    inst = _relabelled(family, seed, lam, sites)
+    space = reference_space(inst)
+    ok = space.feasible & np.isfinite(space.objective)
+    site = {g.id: g.site for g in inst.gpus}
+    incumbent = float(np.quantile(space.objective[ok], 0.02))
+    root = instance_bound(inst, incumbent, 1.0, 600.0)
+    br = site_branching.branch_on_sites(inst, root, incumbent, time.perf_counter() + 600,
+                                        workers=2)
+    ub = incumbent if br.objective is None else br.objective
+    assert br.value <= float(space.objective[ok].min()) * (1 + 1e-12)
+    better = np.nonzero(ok & (space.objective < ub * (1 - 1e-9)))[0]
+    for k in better:
+        walk = [site[g] for g in space.orders[k]]
+        assert any(c.admits(walk) for c in br.classes), (walk, br.classes)
