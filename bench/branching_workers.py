@@ -52,8 +52,8 @@ def cell(row: dict[str, Any]) -> str:
 def summary(rows: list[dict[str, Any]]) -> list[str]:
     """The table and the median speed-up, from the rows (one per instance and threads)."""
     by: dict[str, dict[int, dict[str, Any]]] = {}
-    for r in rows:
-        by.setdefault(r["instance"], {})[r["threads"]] = r
+    for r in rows:  # the generator's name leaves lambda out
+        by.setdefault(f"{r['instance']} lambda {r.get('lambda', 1.0):g}", {})[r["threads"]] = r
     lines = ["| instance | 1 thread | nodes | 2 threads | nodes | load before (1 / 2) |",
              "| --- | --- | --- | --- | --- | --- |"]
     ratios = []

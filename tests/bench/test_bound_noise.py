@@ -35,5 +35,8 @@ def test_branching_summary_counts_proofs_and_the_median_speed_up() -> None:
     text = "\n".join(summary(rows))
     assert "proven: 2 of 3 on 1 thread, 3 of 3 on 2" in text
     assert "2 instances proven by both): 1.25x (range 1.00-1.50)" in text
-    assert "gap 1.00 %" in text
+    assert "gap 1.00 %" in text and "| c lambda 1 |" in text
+    # One seed at two lambdas: two rows, not one.
+    other = [{**r, "lambda": 0.5} for r in rows if r["instance"] == "a"]
+    assert "proven: 3 of 4 on 1 thread" in "\n".join(summary(rows + other))
     assert summary([])[-1] == pytest.approx("proven: 0 of 0 on 1 thread, 0 of 0 on 2")
