@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -496,6 +497,17 @@ def test_branching_finds_and_proves_the_path_optimum() -> None:
     assert parametric.proves(refined.value, refined.plan_objective)
 
 
+def _priced_space(family: str, seed: int, lam: float, sites: str) -> tuple[Any, ...]:
+    """The relabelled instance, every plan priced, which are feasible, each GPU's site,
+    an incumbent at the 2 % quantile of the feasible objectives, and the root bound."""
+    inst = _relabelled(family, seed, lam, sites)
+    space = reference_space(inst)
+    ok = space.feasible & np.isfinite(space.objective)
+    site = {g.id: g.site for g in inst.gpus}
+    incumbent = float(np.quantile(space.objective[ok], 0.02))
+    return inst, space, ok, site, incumbent, instance_bound(inst, incumbent, 1.0, 600.0)
+
+
 @pytest.mark.parametrize(("family", "seed", "lam", "sites"), [
     ("metro", 5, 1.0, "ABCDABC"), ("geo", 4, 0.5, "ABCDDCB"), ("geo", 2, 0.5, "ABCABCA"),
 ])
@@ -505,12 +517,7 @@ def test_open_classes_hold_every_better_plan(family: str, seed: int, lam: float,
     of its stop rule: a deterministic stop; or at its end), every plan better than its
     incumbent (the reference prices all of them) uses a site walk some open class admits;
     the classes say something (some bound the sends) and such plans are left to check."""
-    inst = _relabelled(family, seed, lam, sites)
-    space = reference_space(inst)
-    ok = space.feasible & np.isfinite(space.objective)
-    site = {g.id: g.site for g in inst.gpus}
-    incumbent = float(np.quantile(space.objective[ok], 0.02))
-    root = instance_bound(inst, incumbent, 1.0, 600.0)
+    inst, space, ok, site, incumbent, root = _priced_space(family, seed, lam, sites)
     checked = informative = 0
     for limit in (1, 60, 400, 3000, 10**9):
         calls = itertools.count()
@@ -586,12 +593,7 @@ def test_open_classes_hold_every_better_plan_in_two_workers(family: str, seed: i
                                                             lam: float, sites: str) -> None:
     """As above, branching to its end with two workers: every plan better than its
     incumbent lies in an open class, and its bound never exceeds the optimum."""
-    inst = _relabelled(family, seed, lam, sites)
-    space = reference_space(inst)
-    ok = space.feasible & np.isfinite(space.objective)
-    site = {g.id: g.site for g in inst.gpus}
-    incumbent = float(np.quantile(space.objective[ok], 0.02))
-    root = instance_bound(inst, incumbent, 1.0, 600.0)
+    inst, space, ok, site, incumbent, root = _priced_space(family, seed, lam, sites)
     br = site_branching.branch_on_sites(inst, root, incumbent, time.perf_counter() + 600,
                                         workers=2)
     ub = incumbent if br.objective is None else br.objective
