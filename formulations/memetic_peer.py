@@ -100,6 +100,8 @@ class MemeticPeer:
         self._best: tuple[float, float, Plan] | None = None  # (perf_counter, objective, plan)
         self._final: SolveResult | None = None
         self.error: str | None = None
+        #: Every plan's (``perf_counter`` when found, objective) as it was sent.
+        self.sent: list[tuple[float, float]] = []
         parent = os.getpid()
         self._pid: int | None = os.fork()
         if self._pid == 0:  # the child
@@ -114,6 +116,7 @@ class MemeticPeer:
     def _take(self, msg: tuple[Any, ...]) -> None:
         if msg[0] == "plan":
             _, at, objective, plan = msg
+            self.sent.append((at, objective))
             if self._best is None or objective < self._best[1]:
                 self._best = (at, objective, plan)
         elif msg[0] == "done":
@@ -142,25 +145,35 @@ class MemeticPeer:
         """Ask the run to end now (it still sends its result)."""
         self._stop.set()
 
-    def result(self) -> SolveResult | None:
-        """The run's result, waiting for it until the deadline (plus a grace); None if the
-        child failed or did not answer (then ``best()`` still holds what it sent)."""
-        self._drain(until=max(self.deadline, time.perf_counter()) + GRACE_S)
+    def result(self, timeout: float | None = None) -> SolveResult | None:
+        """The run's result, waiting for it until the deadline (plus a grace), or at most
+        ``timeout`` seconds; None if the child failed or did not answer in time (then
+        ``best()`` still holds what it sent). The child is ended either way."""
+        until = max(self.deadline, time.perf_counter()) + GRACE_S
+        if timeout is not None:
+            until = min(until, time.perf_counter() + timeout)
+        self._drain(until=until)
         self.close()
         return self._final
 
     def close(self) -> None:
-        """End the child (at once if it is still running) and reap it."""
+        """End the child (at once if it has not answered) and reap it; what it sent before
+        stays readable through :meth:`best`."""
         self._stop.set()
         if self._pid is None:
             return
         pid, self._pid = self._pid, None
-        end = time.perf_counter() + 0.5
-        while time.perf_counter() < end:
-            if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                return
-            time.sleep(0.005)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, 0)
+        # A child that has answered exits at once; one that has not is not waited for.
+        answered = self._final is not None or self.error is not None
+        end = time.perf_counter() + (0.5 if answered else 0.0)
+        reaped = False
+        while not reaped and time.perf_counter() < end:
+            reaped = os.waitpid(pid, os.WNOHANG)[0] == pid
+            time.sleep(0 if reaped else 0.005)
+        if not reaped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+        self._drain()  # what it sent before it ended
+        self._out.close()

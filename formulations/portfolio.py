@@ -22,6 +22,7 @@ with the exact model's bound. A proof ends the memetic run at once.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
@@ -39,6 +40,8 @@ __all__ = ["SPEC", "PortfolioParams", "default_exact", "solve"]
 EXACT = ("bnb", "milp", "cpsat", "bruteforce")
 #: budget left after an unproven exact run below which no memetic run follows
 LEFTOVER_S = 0.05
+#: seconds a stopped parallel memetic run gets to send its result before it is ended
+STOP_WAIT_S = 0.2
 
 
 def default_exact(instance: Instance) -> str:
@@ -157,15 +160,23 @@ def _side_by_side(instance: Instance, options: SolveOptions, exact: str,
     except BaseException:
         peer.close()
         raise
-    if options.stopped() or ex.status in ("optimal", "infeasible"):
-        peer.stop()  # an interrupt, or nothing left for it to find
-    ma = peer.result()
+    settled = options.stopped() or ex.status in ("optimal", "infeasible")
+    if settled:
+        # An interrupt, or nothing left to find: the memetic run is not waited for beyond
+        # a moment (at N=512 one round of its sequence search takes seconds, and a proof's
+        # time must not include it); what it sent so far is kept.
+        peer.stop()
+    ma = peer.result(timeout=STOP_WAIT_S if settled else None)
     last = peer.best()
     ws = ex.info.get("warm_start", {})
     info: dict[str, Any] = {
         "mode": "parallel",
-        "memetic": {"ran": True, "objective": None if ma is None else ma.objective,
-                    "wall_s": None if ma is None else round(ma.wall_s, 6),
+        "memetic": {"ran": True,
+                    "objective": ma.objective if ma is not None else None if last is None
+                    else last[1],
+                    "wall_s": round(ma.wall_s if ma is not None else
+                                    time.perf_counter() - peer.started, 6),
+                    "ended": "its result" if ma is not None else "stopped before its result",
                     "time_to_best_s": None if last is None else round(last[0] - options.start, 6),
                     "handed": handed or None, **({"error": peer.error} if peer.error else {})},
         "exact": _exact_info(exact, ex, ws.get("accepted")),
@@ -173,8 +184,8 @@ def _side_by_side(instance: Instance, options: SolveOptions, exact: str,
     # The peer's incumbents (perf_counter times) and the exact model's rows, one curve.
     events: list[tuple[float, float | None, float | None]] = [
         (r.seconds + offset, r.incumbent, r.bound) for r in ex.trace]
-    ma_rows: list[tuple[float, float | None, float | None]] = [] if ma is None else [
-        (r.seconds + (peer.started - options.start), r.incumbent, None) for r in ma.trace]
+    ma_rows: list[tuple[float, float | None, float | None]] = [
+        (at - options.start, objective, None) for at, objective in peer.sent]
     trace: list[TraceRow] = []
     inc, bound = math.inf, None
     for t, i, b in sorted(events + ma_rows, key=lambda e: e[0]):

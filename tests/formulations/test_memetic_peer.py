@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from formulations import memetic_peer
@@ -57,3 +59,15 @@ def test_peer_reports_a_run_that_raises(metro12: Instance) -> None:
     assert peer.result() is None
     assert peer.error is not None and "Error" in peer.error
     assert peer.best() is None
+
+
+def test_a_result_not_waited_for_leaves_what_was_sent(metro12: Instance) -> None:
+    # A 600 s run (restarts until its budget is spent) cannot answer at once: result()
+    # with no time to wait ends it and answers None; the plans it sent are kept.
+    peer = MemeticPeer(metro12, 4, 600.0, _params())
+    while peer.best() is None:  # the first plan comes within the first generations
+        time.sleep(0.01)
+    assert peer.result(timeout=0.0) is None
+    best = peer.best()
+    assert best is not None and peer.sent and peer.sent[-1][1] >= best[1]
+    assert min(obj for _, obj in peer.sent) == best[1]
