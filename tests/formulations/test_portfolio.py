@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from itertools import pairwise
 
 import pytest
@@ -187,3 +188,20 @@ def test_portfolio_runs_in_one_process_with_one_thread_or_when_told(geo6: Instan
                  params={"parallel": False, **MA_CAP})
     assert "mode" not in one.info and "mode" not in told.info
     assert one.objective == told.objective
+
+
+@pytest.mark.skipif(not memetic_peer.available(), reason="no fork here")
+def test_parallel_portfolio_from_the_cli(tmp_path, capsys) -> None:
+    # geo6 is proven whatever the memetic run does (the limit is never near); the result
+    # file says the two ran side by side and the peer was stopped or answered.
+    path, out = tmp_path / "i.json", tmp_path / "r.json"
+    Instance.from_dict(by_family("geo", 6, 10, 4)).to_json(path)
+    code = main(["solve", str(path), "--solver", "portfolio", "--threads", "2",
+                 "--param", "exact=milp", "--param", "memetic.max_generations=20",
+                 "--time-limit", "600", "--result", str(out), "--quiet"])
+    capsys.readouterr()
+    assert code == 0
+    res = json.loads(out.read_text())
+    assert res["status"] == "optimal" and res["info"]["mode"] == "parallel"
+    assert res["info"]["memetic"]["ended"] in ("its result", "stopped before its result")
+    assert res["params"]["threads"] == 2
