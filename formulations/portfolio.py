@@ -29,7 +29,8 @@ from typing import Any, ClassVar, Literal
 
 from formulations import memetic_peer
 from geoplan.model.instance import Instance
-from geoplan.solving.core import DeferredStart, SolveOptions, finish, get_solver
+from geoplan.model.plan import Plan
+from geoplan.solving.core import Callbacks, DeferredStart, SolveOptions, finish, get_solver
 from geoplan.solving.core import solve as run
 from geoplan.solving.params import SolverParams, param
 from geoplan.solving.registry import SolverSpec
@@ -152,11 +153,12 @@ def _side_by_side(instance: Instance, options: SolveOptions, exact: str,
                       0.0, options.seed)
 
     offset = options.elapsed()
+    shown = _WithPeer(options.callbacks, peer, time.perf_counter())
     try:
         ex = run(instance, exact, seed=options.seed, time_limit=options.remaining() or 1e-3,
                  threads=max(1, options.threads - 1), gap=options.gap,
                  warm_start=DeferredStart(from_peer, 0.0, source="memetic (parallel)"),
-                 params=ex_params, callbacks=options.callbacks)
+                 params=ex_params, callbacks=shown)
     except BaseException:
         peer.close()
         raise
@@ -205,6 +207,46 @@ def _side_by_side(instance: Instance, options: SolveOptions, exact: str,
     status: Status = "optimal" if ex.status == "optimal" else "feasible"
     return Outcome(plan, status, lower_bound=ex.lower_bound, trace=trace, info=info,
                    message=None if status == "optimal" else ex.message)
+
+
+class _WithPeer(Callbacks):
+    """The exact model's callbacks, with the peer's new best plans passed on whenever the
+    exact model reports (this thread only: a display need not be thread-safe); the
+    incumbents shown only go down (the best of the two so far)."""
+
+    def __init__(self, inner: Callbacks, peer: memetic_peer.MemeticPeer, start: float
+                 ) -> None:
+        self.inner, self.peer, self.start = inner, peer, start
+        self.seen, self.best = 0, math.inf
+
+    def _poll(self) -> None:
+        self.peer.best()  # reads what the peer has sent
+        for at, objective in self.peer.sent[self.seen:]:
+            if objective < self.best:
+                self.best = objective
+                self.inner.on_improvement(at - self.start, objective, None)
+        self.seen = len(self.peer.sent)
+
+    def on_start(self, solver: str, instance: Instance, options: SolveOptions) -> None:
+        self.inner.on_start(solver, instance, options)
+
+    def on_improvement(self, seconds: float, incumbent: float | None, bound: float | None
+                       ) -> None:
+        self._poll()
+        if incumbent is not None:
+            incumbent = self.best = min(incumbent, self.best)
+        self.inner.on_improvement(seconds, incumbent, bound)
+
+    def on_progress(self, info: Mapping[str, Any]) -> None:
+        self._poll()
+        self.inner.on_progress(info)
+
+    def on_plan(self, seconds: float, plan: Plan, objective: float) -> None:
+        self.inner.on_plan(seconds, plan, objective)
+
+    def on_end(self, result: SolveResult) -> None:
+        self._poll()
+        self.inner.on_end(result)
 
 
 def _exact_info(exact: str, ex: SolveResult, accepted: Any) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from geoplan.cli import main
 from geoplan.errors import InputError
 from geoplan.model.generators import by_family
 from geoplan.model.instance import Instance
-from geoplan.solving.core import solve
+from geoplan.solving.core import Callbacks, solve
 
 #: The memetic run inside the portfolio stops after 20 generations (all runs together).
 #: On geo6 its initial population already holds the optimum (B&B asks for it, MILP and
@@ -205,3 +205,27 @@ def test_parallel_portfolio_from_the_cli(tmp_path, capsys) -> None:
     assert res["status"] == "optimal" and res["info"]["mode"] == "parallel"
     assert res["info"]["memetic"]["ended"] in ("its result", "stopped before its result")
     assert res["params"]["threads"] == 2
+
+
+@pytest.mark.skipif(not memetic_peer.available(), reason="no fork here")
+def test_parallel_portfolio_shows_incumbents_that_only_go_down() -> None:
+    # B&B stopped by a node limit, the memetic run capped by generations: whichever order
+    # their reports come in, the incumbents passed to the caller's callbacks never rise,
+    # and the last one shown is no better than the answer.
+    class Rec(Callbacks):
+        def __init__(self) -> None:
+            self.shown: list[float] = []
+
+        def on_improvement(self, seconds: float, incumbent: float | None,
+                           bound: float | None) -> None:
+            if incumbent is not None:
+                self.shown.append(incumbent)
+
+    inst = Instance.from_dict(by_family("metro", 24, 32, 3))
+    rec = Rec()
+    params = {"exact": "bnb", "exact.node_limit": 1, "exact.parametric": False, **MA_CAP}
+    res = solve(inst, "portfolio", seed=3, time_limit=600, threads=2, params=params,
+                callbacks=rec)
+    assert rec.shown and res.objective is not None
+    assert all(b <= a for a, b in pairwise(rec.shown))
+    assert rec.shown[-1] >= res.objective * (1 - 1e-9)
