@@ -18,11 +18,9 @@ after the other.
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
 import os
 import queue
-import signal
 import threading
 import time
 from typing import Any
@@ -30,6 +28,7 @@ from typing import Any
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
 from geoplan.solving.core import Callbacks
+from geoplan.solving.forkpool import available, child_signals, reap
 from geoplan.solving.params import SolverParams
 from geoplan.solving.result import SolveResult
 from geoplan.solving.stop import StopFlag
@@ -38,11 +37,6 @@ __all__ = ["MemeticPeer", "available"]
 
 #: seconds the parent waits for a stopped or timed-out child's result beyond its deadline
 GRACE_S = 2.0
-
-
-def available() -> bool:
-    """Whether this platform can fork the peer."""
-    return hasattr(os, "fork") and "fork" in multiprocessing.get_all_start_methods()
 
 
 class _Publish(Callbacks):
@@ -58,8 +52,7 @@ class _Publish(Callbacks):
 def _child(instance: Instance, seed: int, time_limit: float, params: SolverParams | None,
            out: Any, stop_event: Any, parent: int) -> None:
     """The peer's body: the memetic solver, stopped by ``stop_event``; its result on ``out``."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # close() ends a child that hangs
+    child_signals()
     os.environ.pop("GEOPLAN_TEST_STOP_AFTER_INCUMBENTS", None)  # the parent's test hook
     from geoplan.solving.core import solve
 
@@ -164,16 +157,6 @@ class MemeticPeer:
             return
         pid, self._pid = self._pid, None
         # A child that has answered exits at once; one that has not is not waited for.
-        answered = self._final is not None or self.error is not None
-        end = time.perf_counter() + (0.5 if answered else 0.0)
-        reaped = False
-        while not reaped and time.perf_counter() < end:
-            reaped = os.waitpid(pid, os.WNOHANG)[0] == pid
-            time.sleep(0 if reaped else 0.005)
-        if not reaped:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
+        reap(pid, 0.5 if self._final is not None or self.error is not None else 0.0)
         self._drain()  # what it sent before it ended
         self._out.close()

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-__all__ = ["ForkPool", "available"]
+__all__ = ["ForkPool", "available", "child_signals", "reap"]
 
 
 def available() -> bool:
@@ -29,10 +29,29 @@ def available() -> bool:
     return hasattr(os, "fork") and "fork" in multiprocessing.get_all_start_methods()
 
 
-def _serve(conn: Connection, fn: Callable[[Any], Any]) -> None:
-    """A worker's loop: (key, argument) in, (key, ok, result or error text) out."""
+def child_signals() -> None:
+    """In a forked child: SIGINT ignored (the parent, which gets it too, decides), SIGTERM
+    back to its default (the parent's handler would set the parent's stop flag's copy)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def reap(pid: int, wait_s: float) -> None:
+    """Wait up to ``wait_s`` seconds for child ``pid`` to exit, then kill it; reap it."""
+    end = time.perf_counter() + wait_s
+    while time.perf_counter() < end:
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return
+        time.sleep(0.002)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+
+
+def _serve(conn: Connection, fn: Callable[[Any], Any]) -> None:
+    """A worker's loop: (key, argument) in, (key, ok, result or error text) out."""
+    child_signals()
     while True:
         try:
             msg = conn.recv()
@@ -109,15 +128,7 @@ class ForkPool:
         self._idle, self._busy = [], {}
         end = time.perf_counter() + (0.0 if busy else 0.5)
         for pid in self._pids:
-            while time.perf_counter() < end:
-                if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                    break
-                time.sleep(0.002)
-            else:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-                with contextlib.suppress(ChildProcessError):
-                    os.waitpid(pid, 0)
+            reap(pid, end - time.perf_counter())
         self._pids = []
 
     def __enter__(self) -> ForkPool:
