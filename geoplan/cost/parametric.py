@@ -126,7 +126,7 @@ import heapq
 import itertools
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -894,6 +894,23 @@ class PlanClasses:
     #: Site paths (path nodes'): the plans visit every site once and step between sites
     #: only as one of these paths does (empty: any order).
     orders: tuple[tuple[str, ...], ...] = ()
+
+    @staticmethod
+    def hull(classes: Sequence[PlanClasses]) -> PlanClasses:
+        """One class holding every plan of ``classes`` (not empty): their sites' union,
+        their forced sites' intersection, the widest range of sends; paths only when
+        every class has them."""
+        if not classes:
+            raise ValueError("the hull of no classes")
+        most = [c.max_sends for c in classes]
+        return PlanClasses(
+            tuple(sorted(set().union(*(c.sites for c in classes)))),
+            tuple(sorted(set(classes[0].forced).intersection(*(c.forced for c in classes)))),
+            min(c.min_sends for c in classes),
+            None if None in most else max(m for m in most if m is not None),
+            min(c.revisits for c in classes),
+            tuple(sorted({o for c in classes for o in c.orders}))
+            if all(c.orders for c in classes) else ())
 
     def steps(self) -> frozenset[tuple[str, str]]:
         """The steps (from site, to site) of :attr:`orders`."""

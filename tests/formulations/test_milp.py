@@ -302,11 +302,12 @@ def test_time_limit_with_incumbent_is_feasible_with_valid_bound() -> None:
     inst = Instance.from_dict(by_family("metro", 32, 32, 0))  # minutes to prove
     start = metis_default_plan(inst)
     assert start is not None
-    # Without the site-subset search (it finds and proves the optimum here) and site
-    # branching (its share of 3 s would leave HiGHS little time under load).
+    # Without the site-subset search (it finds and proves the optimum here), site
+    # branching (its share of 3 s would leave HiGHS little time under load) and the
+    # narrowed model (it proves the optimum in about 3 s).
     r = solve(inst, "milp", seed=0, time_limit=3.0, threads=1, warm_start=start,
               params={"heuristic": False, "tighten": False, "site_subsets": False,
-                      "site_branching": False})
+                      "site_branching": False, "narrow": False})
     assert r.status == "feasible", r.message
     assert r.objective <= evaluate(inst, start).objective
     assert r.lower_bound is not None and r.lower_bound < r.objective
@@ -509,6 +510,36 @@ def test_cli_solve_with_warm_start(tmp_path: Any, capsys: Any, three_gpu: Instan
     assert out["lower_bound"] is not None and out["lower_bound"] <= best * (1 + 1e-12)
     assert out["gap"] is not None and 0 <= out["gap"] <= 1e-5
     assert out["info"]["warm_start_accepted"] is True
+
+
+@pytest.mark.parametrize(("n", "seed", "lam"), [
+    (8, 0, 1.0), (8, 3, 0.5), (10, 3, 1.0), (12, 0, 1.0), (12, 1, 0.5)])
+def test_the_narrowed_model_reaches_the_optimum(n: int, seed: int, lam: float) -> None:
+    """After site branching the model keeps one slice over the open boxes and the hull of
+    the classes (``info["narrowed"]``); with the incumbent as cutoff HiGHS either finds
+    the optimum in it or proves it holds no better plan (metro N=12 seed 0: infeasible).
+    Either way the answer is B&B's optimum, and the plain model's."""
+    from geoplan.cost.baseline import metis_default_plan
+
+    inst = Instance.from_dict(by_family("metro", n, n, seed, lam=lam))
+    start = metis_default_plan(inst)
+    assert start is not None
+    params = {"heuristic": False, "site_subsets": False, "site_paths": False}
+    narrowed = solve(inst, "milp", seed=0, time_limit=600, threads=1, warm_start=start,
+                     params=params)
+    plain = solve(inst, "milp", seed=0, time_limit=600, threads=1, warm_start=start,
+                  params={**params, "narrow": False})
+    tree = solve(inst, "bnb", seed=0, time_limit=600, threads=1)
+    assert "classes" in narrowed.info["narrowed"]
+    assert "narrowed" not in plain.info
+    if (n, seed) == (12, 0):
+        assert narrowed.info["highs"]["status"] == "infeasible"
+    assert narrowed.status == plain.status == tree.status == "optimal"
+    assert narrowed.objective == pytest.approx(tree.objective, rel=1e-9)
+    assert plain.objective == pytest.approx(tree.objective, rel=1e-9)
+    assert narrowed.lower_bound <= tree.objective * (1 + 1e-9)
+    assert all(row.bound is None or row.bound <= narrowed.objective * (1 + 1e-12)
+               for row in narrowed.trace)
 
 
 # --------------------------------------------------------------------------- larger

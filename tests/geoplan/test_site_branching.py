@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from oracle import reference_optimum, reference_space
 
 from geoplan.cost import bounds, parametric, site_branching
@@ -602,3 +604,26 @@ def test_open_classes_hold_every_better_plan_in_two_workers(family: str, seed: i
     for k in better:
         walk = [site[g] for g in space.orders[k]]
         assert any(c.admits(walk) for c in br.classes), (walk, br.classes)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sets(st.sampled_from("ABCD"), min_size=1),
+                          st.sets(st.sampled_from("ABCD")), st.integers(0, 4),
+                          st.one_of(st.none(), st.integers(0, 5)), st.booleans()),
+                min_size=1, max_size=4),
+       st.lists(st.sampled_from("ABCD"), min_size=1, max_size=7))
+def test_the_hull_admits_every_plan_of_its_classes(
+        specs: list[tuple[set[str], set[str], int, int | None, bool]],
+        walk: list[str]) -> None:
+    """``PlanClasses.hull`` is a relaxation of the union (the MILP keeps only the hull):
+    a plan some class admits, the hull admits."""
+    classes = []
+    for sites, forced, lo, hi, path in specs:
+        order = tuple(sorted(sites))
+        classes.append(parametric.PlanClasses(
+            order, tuple(sorted(forced & sites)), lo, hi,
+            orders=(order,) if path else ()))
+    hull = parametric.PlanClasses.hull(classes)
+    if any(c.admits(list(walk)) for c in classes):
+        assert hull.admits(list(walk))
+    assert set(hull.sites) == set().union(*(c.sites for c in classes))
