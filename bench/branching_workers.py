@@ -15,13 +15,13 @@ before every run.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bench import paired
 from geoplan.model.generators import by_family
 from geoplan.model.instance import Instance
 from geoplan.solving.core import solve
@@ -30,7 +30,7 @@ OUT = Path(__file__).resolve().parent / "results" / "branching-workers" / "resul
 
 
 def run_one(inst: Instance, solver: str, threads: int, time_limit: float) -> dict[str, Any]:
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    load = paired.load_now()
     res = solve(inst, solver, seed=0, time_limit=time_limit, threads=threads)
     par = res.info.get("parametric") or {}
     br = par.get("site_branching") or {}
@@ -42,11 +42,7 @@ def run_one(inst: Instance, solver: str, threads: int, time_limit: float) -> dic
             "load_before": load}
 
 
-def cell(row: dict[str, Any]) -> str:
-    if row["status"] == "optimal":
-        return f"{row['wall_s']:.1f} s"
-    gap = row.get("gap")
-    return f"gap {100 * gap:.2f} %" if gap is not None else row["status"]
+cell = paired.status_cell
 
 
 def summary(rows: list[dict[str, Any]]) -> list[str]:
@@ -87,31 +83,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lam", type=float, nargs="+", default=[1.0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[251, 179, 149, 109, 113])
     ap.add_argument("--solver", default="sliced")
-    ap.add_argument("--time-limit", type=float, default=120.0)
-    ap.add_argument("--out", type=Path, default=OUT)
-    ap.add_argument("--report", action="store_true",
-                    help="print the table of the stored rows and run nothing")
-    args = ap.parse_args(argv)
-    if args.report:
-        rows = [json.loads(line) for line in args.out.read_text().splitlines() if line]
-        print("\n".join(summary(rows)))
-        return 0
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    rows = []
-    with args.out.open("a") as fh:
+
+    def runs(args: argparse.Namespace) -> Iterator[tuple[dict[str, Any], str]]:
         for lam in args.lam:
             for seed in args.seeds:
                 inst = Instance.from_dict(by_family(args.family, args.n, args.layers, seed,
                                                     lam=lam))
                 for threads in (1, 2):
                     row = run_one(inst, args.solver, threads, args.time_limit)
-                    rows.append(row)
-                    fh.write(json.dumps(row) + "\n")
-                    fh.flush()
-                    print(f"{inst.name} threads={threads}: {cell(row)}, "
-                          f"{row['branching_nodes']} nodes", file=sys.stderr)
-    print("\n".join(summary(rows)))
-    return 0
+                    yield row, (f"{inst.name} threads={threads}: {cell(row)}, "
+                                f"{row['branching_nodes']} nodes")
+
+    return paired.main(ap, OUT, argv, runs, summary)
 
 
 if __name__ == "__main__":

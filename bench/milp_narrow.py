@@ -15,12 +15,12 @@ average is recorded before every run.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bench import paired
 from geoplan.model.generators import by_family
 from geoplan.model.instance import Instance
 from geoplan.solving.core import solve
@@ -33,7 +33,7 @@ CASES = ("metro:64:48:461:1", "metro:64:48:401:0.5", "metro:64:48:419:0.5",
 
 
 def run_one(inst: Instance, narrow: bool, threads: int, time_limit: float) -> dict[str, Any]:
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    load = paired.load_now()
     res = solve(inst, "milp", seed=0, time_limit=time_limit, threads=threads,
                 params={"narrow": narrow})
     highs = res.info.get("highs") or {}
@@ -46,11 +46,7 @@ def run_one(inst: Instance, narrow: bool, threads: int, time_limit: float) -> di
             "load_before": load}
 
 
-def cell(row: dict[str, Any]) -> str:
-    if row["status"] == "optimal":
-        return f"{row['wall_s']:.1f} s"
-    gap = row.get("gap")
-    return f"gap {100 * gap:.2f} %" if gap is not None else row["status"]
+cell = paired.status_cell
 
 
 def highs_cell(row: dict[str, Any]) -> str:
@@ -85,31 +81,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", nargs="+", default=list(CASES),
                     help="family:N:L:instance seed:lambda")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--time-limit", type=float, default=120.0)
-    ap.add_argument("--out", type=Path, default=OUT)
-    ap.add_argument("--report", action="store_true",
-                    help="print the table of the stored rows and run nothing")
-    args = ap.parse_args(argv)
-    if args.report:
-        rows = [json.loads(line) for line in args.out.read_text().splitlines() if line]
-        print("\n".join(summary(rows)))
-        return 0
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    rows = []
-    with args.out.open("a") as fh:
+
+    def runs(args: argparse.Namespace) -> Iterator[tuple[dict[str, Any], str]]:
         for case in args.cases:
             family, n, layers, seed, lam = case.split(":")
             inst = Instance.from_dict(by_family(family, int(n), int(layers), int(seed),
                                                 lam=float(lam)))
             for narrow in (True, False):
                 row = run_one(inst, narrow, args.threads, args.time_limit)
-                rows.append(row)
-                fh.write(json.dumps(row) + "\n")
-                fh.flush()
-                print(f"{inst.name} lambda {float(lam):g} narrow={narrow}: {cell(row)}; "
-                      f"HiGHS {highs_cell(row)}", file=sys.stderr)
-    print("\n".join(summary(rows)))
-    return 0
+                yield row, (f"{inst.name} lambda {float(lam):g} narrow={narrow}: "
+                            f"{cell(row)}; HiGHS {highs_cell(row)}")
+
+    return paired.main(ap, OUT, argv, runs, summary)
 
 
 if __name__ == "__main__":

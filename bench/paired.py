@@ -1,0 +1,55 @@
+"""What the one-instance-at-a-time A/B benches share (``bench.branching_workers``,
+``bench.milp_narrow``): the load, a row's status cell, and their command line (run and
+append JSON-lines rows, or ``--report`` the stored ones)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = ["load_now", "main", "status_cell"]
+
+
+def load_now() -> float | None:
+    """The 1-minute load average, recorded before each run (None where unknown)."""
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+
+
+def status_cell(row: dict[str, Any]) -> str:
+    """Time to proof, else the gap at the limit, else the status."""
+    if row["status"] == "optimal":
+        return f"{row['wall_s']:.1f} s"
+    gap = row.get("gap")
+    return f"gap {100 * gap:.2f} %" if gap is not None else row["status"]
+
+
+def main(ap: argparse.ArgumentParser, out: Path, argv: list[str] | None,
+         runs: Callable[[argparse.Namespace], Iterator[tuple[dict[str, Any], str]]],
+         summary: Callable[[list[dict[str, Any]]], list[str]]) -> int:
+    """Add ``--time-limit``, ``--out`` and ``--report`` to ``ap``; then either print
+    ``summary`` of the stored rows, or append each row ``runs`` yields (with its progress
+    line, to stderr) and print ``summary`` of the new ones."""
+    ap.add_argument("--time-limit", type=float, default=120.0)
+    ap.add_argument("--out", type=Path, default=out)
+    ap.add_argument("--report", action="store_true",
+                    help="print the table of the stored rows and run nothing")
+    args = ap.parse_args(argv)
+    if args.report:
+        rows = [json.loads(line) for line in args.out.read_text().splitlines() if line]
+        print("\n".join(summary(rows)))
+        return 0
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    rows = []
+    with args.out.open("a") as fh:
+        for row, line in runs(args):
+            rows.append(row)
+            fh.write(json.dumps(row) + "\n")
+            fh.flush()
+            print(line, file=sys.stderr)
+    print("\n".join(summary(rows)))
+    return 0
