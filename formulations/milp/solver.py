@@ -181,9 +181,10 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
                            trace=trace, info=info, message="the parametric bound reaches "
                            "the best plan (after the site-subset search and site branching)")
         if best is not None and (data.incumbent_objective is None
-                                 or best[1] < data.incumbent_objective):
+                                 or best[1] < data.incumbent_objective) \
+                and options.remaining() > 2 * PREPARE_S_PER_GPU2 * instance.n ** 2:
             # The caps, arcs and bounds of the data follow the incumbent: the bound phase
-            # found a better one (at N=64, 0.1 s).
+            # found a better one (at N=64, 0.1 s; not interruptible, hence the margin).
             data = prepare(instance, best[1], site_unions=params.site_unions)
         if params.narrow and best is not None and pb.open_boxes:
             # Every plan better than the incumbent lies in an open box and in one of
