@@ -152,3 +152,41 @@ def test_a_solver_of_small_classes_skips_the_late_subset_search(
     site_subsets.after_bound(inst, SolveOptions(seed=0, time_limit=60), SlicedParams.parse(
         {"site_paths": False}), 0.5, pb, best, [], {}, classes_solved=classes_solved)
     assert len(calls) == (2 if late else 1)
+
+
+def test_the_late_subset_search_skips_sets_no_class_can_hold(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """After branching, a site set that misses a forced site of every class holds no
+    better plan: it is not searched. A class forcing a site of none of the bound's sets
+    leaves none; one forcing no site keeps them all. Branching and the searches are
+    stubbed."""
+    inst = _instance("metro", 10, 1)
+    start = metis_default_plan(inst)
+    best = (start, float(evaluate(inst, start).objective))
+    pb = instance_bound(inst, best[1], 0.5, 30.0)
+    assert pb.site_sets and not proves(pb.value, best[1])
+    names = bounds.site_names(inst)
+    assert names is not None
+    used = {names[k] for x in pb.site_sets for k in x}
+    spare = sorted(set(names) - used)
+    assert spare, "every site is in some set: pick another instance"
+    sets = [tuple(x) for x in pb.site_sets]
+    calls: list[list[tuple[int, ...]]] = []
+
+    def fake(instance: Instance, site_sets: object, incumbent: object, seconds: float,
+             **kw: object) -> tuple[None, dict[str, list[dict[str, object]]]]:
+        calls.append([tuple(x) for x in site_sets])  # type: ignore[attr-defined]
+        return None, {"sets": []}
+
+    for forced, late in (((spare[0],), None), ((), sets)):
+        calls.clear()
+        cls = PlanClasses(tuple(names), forced)
+        monkeypatch.setattr(site_subsets, "improve_on_site_subsets", fake)
+        monkeypatch.setattr(site_subsets, "refine_by_sites",
+                            lambda instance, pb, *a, _c=cls, **k: replace(pb, classes=(_c,)))
+        site_subsets.after_bound(inst, SolveOptions(seed=0, time_limit=60),
+                                 SlicedParams.parse({"site_paths": False}), 0.5, pb, best,
+                                 [], {})
+        # The first set before branching; after it, every set some class can hold.
+        assert calls[0] == sets[:1]
+        assert (calls[1] if len(calls) > 1 else None) == late
