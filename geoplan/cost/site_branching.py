@@ -446,15 +446,11 @@ def _classes(nodes: list[tuple[frozenset[str], frozenset[str], _Kind]]
         del groups[frozenset()]
         out += [PlanClasses(tuple(sorted(a)), tuple(sorted(f)), *_sends(a, f, k), orders=(k,))
                 for a, f, k in sorted(rest, key=lambda n: n[2])]
-    for key, group in sorted(groups.items(), key=lambda kv: (len(kv[0]), sorted(kv[0]))):
-        ranges = [_sends(*node) for node in group]
-        most = [hi for _, hi in ranges]
-        out.append(PlanClasses(
-            tuple(sorted(frozenset().union(*(a for a, _, _ in group)))),
-            tuple(sorted(frozenset.intersection(*(f for _, f, _ in group)))),
-            min(lo for lo, _ in ranges),
-            None if None in most else max(hi for hi in most if hi is not None),
-            min(_revisits(k)[0] for _, _, k in group) if key else 0))
+    for _, group in sorted(groups.items(), key=lambda kv: (len(kv[0]), sorted(kv[0]))):
+        # A group's nodes all step back (revisits > 0) or none does (the key is empty).
+        out.append(PlanClasses.hull([
+            PlanClasses(tuple(sorted(a)), tuple(sorted(f)), *_sends(a, f, k), _revisits(k)[0])
+            for a, f, k in group]))
     return tuple(out)
 
 
