@@ -343,7 +343,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     # Site branching may have raised the global bound above the slices' own box bounds.
     lb = max(lb, pb.value) if math.isfinite(pb.value) else lb
     info["slices"] = [
-        {"q": [sl.qa, sl.qb], "z": [round(sl.za, 6), round(sl.zb, 6)], "bound": sl.bound,
+        {**sl.summary(),
          **({} if r is None else {"closed": r.closed, "final_bound": r.bound,
                                   "seconds": round(r.seconds, 3), "nodes": r.nodes,
                                   "reason": r.reason})}

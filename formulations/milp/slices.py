@@ -48,6 +48,11 @@ class Slice:
     #: What site branching proved of every better plan (its sites, sends): constraints.
     classes: PlanClasses | None = None
 
+    def summary(self) -> dict[str, object]:
+        """Its ranges and bound, for a solver's ``info``."""
+        return {"q": [self.qa, self.qb], "z": [round(self.za, 6), round(self.zb, 6)],
+                "bound": self.bound}
+
 
 def make_slices(boxes: Sequence[Box], n_slices: int,
                 classes: PlanClasses | None = None) -> list[Slice]:

@@ -196,11 +196,8 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
             # and with the class's rows alone as well; the sliced MILP closed it in 33 s.
             narrow = make_slices(pb.open_boxes, 1,
                                  PlanClasses.hull(pb.classes) if pb.classes else None)[0]
-            info["narrowed"] = {"q": [narrow.qa, narrow.qb],
-                                "z": [round(narrow.za, 6), round(narrow.zb, 6)],
-                                "bound": narrow.bound,
-                                **({} if narrow.classes is None
-                                   else {"classes": narrow.classes.summary()})}
+            info["narrowed"] = {**narrow.summary(), **({} if narrow.classes is None else {
+                "classes": narrow.classes.summary()})}
             restricted = slice_data(data, narrow)
             if restricted is None:
                 return Outcome(best[0], "optimal", lower_bound=best[1], trace=trace,
@@ -412,8 +409,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     if best is not None and narrow is not None and bound is not None \
             and bound >= best[1] * (1 - 1e-9):
         return Outcome(best[0], "optimal", lower_bound=bound, trace=trace, info=info,
-                       message="HiGHS's bound on site branching's classes reaches the best "
-                       "plan")
+                       message="HiGHS's bound on the narrowed model reaches the best plan")
     if best is not None:
         # HiGHS kept no incumbent (start rejected, or not started); the known plan is valid.
         why = ("HiGHS not started: its root's analytic centre cannot be interrupted and "
