@@ -11,13 +11,16 @@ again (seconds), more than a 1 s budget. ``os.fork`` itself, not
 ``multiprocessing.Process``, which refuses to start children of daemonic processes (the
 bench's runs and Dask's workers are such). The child never prints or touches the
 parent's display; SIGINT is ignored there, since the parent, which receives it too, stops
-the child through :meth:`MemeticPeer.stop`; a child whose parent has died stops too.
+the child through :meth:`MemeticPeer.stop`; a child whose parent has died stops too. The
+child is niced (:data:`NICE`): the exact model next to it has every thread, and the
+memetic run takes the cycles it leaves idle.
 Where fork is missing, :func:`available` is false and the portfolio runs its phases one
 after the other.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import queue
@@ -37,6 +40,8 @@ __all__ = ["MemeticPeer", "available"]
 
 #: seconds the parent waits for a stopped or timed-out child's result beyond its deadline
 GRACE_S = 2.0
+#: the child's niceness increment: it runs on the cycles the exact model leaves idle
+NICE = 10
 
 
 class _Publish(Callbacks):
@@ -53,6 +58,8 @@ def _child(instance: Instance, seed: int, time_limit: float, params: SolverParam
            out: Any, stop_event: Any, parent: int) -> None:
     """The peer's body: the memetic solver, stopped by ``stop_event``; its result on ``out``."""
     child_signals()
+    with contextlib.suppress(OSError):  # not permitted here: the peer competes as an equal
+        os.nice(NICE)
     os.environ.pop("GEOPLAN_TEST_STOP_AFTER_INCUMBENTS", None)  # the parent's test hook
     from geoplan.solving.core import solve
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -71,3 +72,17 @@ def test_a_result_not_waited_for_leaves_what_was_sent(metro12: Instance) -> None
     best = peer.best()
     assert best is not None and peer.sent and peer.sent[-1][1] >= best[1]
     assert min(obj for _, obj in peer.sent) == best[1]
+
+
+def test_peer_runs_niced_below_this_process(metro12: Instance) -> None:
+    # The exact model next to it keeps every thread; the peer takes what it leaves idle.
+    peer = MemeticPeer(metro12, 4, 600.0, _params())  # restarts until the budget is spent
+    try:
+        while peer.best() is None:  # a plan is sent only after the child has reniced
+            time.sleep(0.01)
+        pid = peer._pid
+        assert pid is not None
+        mine = os.getpriority(os.PRIO_PROCESS, 0)
+        assert os.getpriority(os.PRIO_PROCESS, pid) == min(19, mine + memetic_peer.NICE)
+    finally:
+        peer.close()

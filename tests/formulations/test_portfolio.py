@@ -156,6 +156,7 @@ def test_parallel_portfolio_proves_the_brute_force_optimum(geo6: Instance, exact
     assert res.objective == pytest.approx(ref.objective, rel=1e-6)
     assert res.info["memetic"]["ran"] is True
     assert res.info["exact"]["solver"] == exact
+    assert res.info["exact"]["threads"] == 2  # the peer is niced, not given a thread
 
 
 @pytest.mark.skipif(not memetic_peer.available(), reason="no fork here")
