@@ -12,8 +12,8 @@ again (seconds), more than a 1 s budget. ``os.fork`` itself, not
 bench's runs and Dask's workers are such). The child never prints or touches the
 parent's display; SIGINT is ignored there, since the parent, which receives it too, stops
 the child through :meth:`MemeticPeer.stop`; a child whose parent has died stops too. The
-child is niced (:data:`NICE`): the exact model next to it has every thread, and the
-memetic run takes the cycles it leaves idle.
+child is niced (:data:`NICE`; ``nice=False`` leaves it be): the exact model next to it has
+every thread, and the memetic run takes the cycles it leaves idle.
 Where fork is missing, :func:`available` is false and the portfolio runs its phases one
 after the other.
 """
@@ -55,11 +55,12 @@ class _Publish(Callbacks):
 
 
 def _child(instance: Instance, seed: int, time_limit: float, params: SolverParams | None,
-           out: Any, stop_event: Any, parent: int) -> None:
+           out: Any, stop_event: Any, parent: int, nice: bool) -> None:
     """The peer's body: the memetic solver, stopped by ``stop_event``; its result on ``out``."""
     child_signals()
-    with contextlib.suppress(OSError):  # not permitted here: the peer competes as an equal
-        os.nice(NICE)
+    if nice:
+        with contextlib.suppress(OSError):  # not permitted here: it competes as an equal
+            os.nice(NICE)
     os.environ.pop("GEOPLAN_TEST_STOP_AFTER_INCUMBENTS", None)  # the parent's test hook
     from geoplan.solving.core import solve
 
@@ -91,7 +92,7 @@ class MemeticPeer:
     """A memetic run in a forked process (module docstring)."""
 
     def __init__(self, instance: Instance, seed: int, time_limit: float,
-                 params: SolverParams | None = None) -> None:
+                 params: SolverParams | None = None, nice: bool = True) -> None:
         ctx = multiprocessing.get_context("fork")
         self.started = time.perf_counter()
         self.deadline = self.started + time_limit
@@ -107,7 +108,7 @@ class MemeticPeer:
         if self._pid == 0:  # the child
             code = 0
             try:
-                _child(instance, seed, time_limit, params, self._out, self._stop, parent)
+                _child(instance, seed, time_limit, params, self._out, self._stop, parent, nice)
             except BaseException:
                 code = 1
             finally:

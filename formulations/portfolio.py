@@ -71,6 +71,9 @@ class PortfolioParams(SolverParams):
                                             "list)", prefix="exact.", decode=False)
     parallel: bool | None = param(None, "run the memetic algorithm in a second process "
                                   "alongside the exact model (none: with 2 threads or more)")
+    ma_thread: bool = param(False, "parallel: give the memetic process one of the threads "
+                            "at full priority (the exact model gets the rest) instead of "
+                            "running it niced next to all of them")
 
 
 def solve(instance: Instance, options: SolveOptions) -> Outcome:
@@ -94,7 +97,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         return _memetic_first(instance, options, exact, fraction, ma_params, ex_params)
     parallel = options.threads >= 2 if params.parallel is None else params.parallel
     if parallel and memetic_peer.available():
-        return _side_by_side(instance, options, exact, ma_params, ex_params)
+        return _side_by_side(instance, options, exact, ma_params, ex_params, params.ma_thread)
     # The memetic parameters as given (checked above), not parsed: the core lays them over
     # the memetic algorithm's warm-start defaults (one run, the paper's stop), which a
     # parsed set would replace with its standalone defaults (restarts until its share of
@@ -135,7 +138,8 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
 
 
 def _side_by_side(instance: Instance, options: SolveOptions, exact: str,
-                  ma_params: SolverParams, ex_params: SolverParams) -> Outcome:
+                  ma_params: SolverParams, ex_params: SolverParams, ma_thread: bool
+                  ) -> Outcome:
     """The memetic algorithm in a peer process and the exact model here, at once.
 
     The exact model gets every thread: the peer runs niced, on the cycles the exact model
@@ -143,9 +147,11 @@ def _side_by_side(instance: Instance, options: SolveOptions, exact: str,
     mostly on one), so its bound is the one it reaches alone. With one of the threads
     given to the peer instead, its site branching ran on one worker: metro N=64 L=48
     lambda 1, instance seeds 563 and 571, proven in 24.0 s and 17.5 s against 16.5 s and
-    13.8 s alone; with all threads and the peer niced, 16.4 s and 14.1 s."""
+    13.8 s alone; with all threads and the peer niced, 16.4 s and 14.1 s
+    (``bench/portfolio_threads.py``). ``ma_thread`` brings back the split."""
     peer = memetic_peer.MemeticPeer(instance, options.seed, max(options.remaining(), 1e-3),
-                                    ma_params)
+                                    ma_params, nice=not ma_thread)
+    threads = max(1, options.threads - 1) if ma_thread else options.threads
     handed: dict[str, Any] = {}
 
     def from_peer(_share: float) -> SolveResult:
@@ -164,7 +170,7 @@ def _side_by_side(instance: Instance, options: SolveOptions, exact: str,
     shown = _WithPeer(options.callbacks, peer, time.perf_counter())
     try:
         ex = run(instance, exact, seed=options.seed, time_limit=options.remaining() or 1e-3,
-                 threads=options.threads, gap=options.gap,
+                 threads=threads, gap=options.gap,
                  warm_start=DeferredStart(from_peer, 0.0, source="memetic (parallel)"),
                  params=ex_params, callbacks=shown)
     except BaseException:
@@ -189,7 +195,7 @@ def _side_by_side(instance: Instance, options: SolveOptions, exact: str,
                     "ended": "its result" if ma is not None else "stopped before its result",
                     "time_to_best_s": None if last is None else round(last[0] - options.start, 6),
                     "handed": handed or None, **({"error": peer.error} if peer.error else {})},
-        "exact": {**_exact_info(exact, ex, ws.get("accepted")), "threads": options.threads},
+        "exact": {**_exact_info(exact, ex, ws.get("accepted")), "threads": threads},
     }
     # The peer's incumbents (perf_counter times) and the exact model's rows, one curve.
     events: list[tuple[float, float | None, float | None]] = [

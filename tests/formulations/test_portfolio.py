@@ -230,3 +230,10 @@ def test_parallel_portfolio_shows_incumbents_that_only_go_down() -> None:
     assert rec.shown and res.objective is not None
     assert all(b <= a for a, b in pairwise(rec.shown))
     assert rec.shown[-1] >= res.objective * (1 - 1e-9)
+
+
+@pytest.mark.skipif(not memetic_peer.available(), reason="no fork here")
+def test_parallel_portfolio_can_give_the_memetic_run_a_thread(geo6: Instance) -> None:
+    res = solve(geo6, "portfolio", seed=3, time_limit=600, threads=2,
+                params={"ma_thread": True, "exact.parametric": False, **MA_CAP})
+    assert res.status == "optimal" and res.info["exact"]["threads"] == 1
