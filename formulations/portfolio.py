@@ -145,10 +145,8 @@ def _side_by_side(instance: Instance, options: SolveOptions, exact: str,
     The exact model gets every thread: the peer runs niced, on the cycles the exact model
     leaves idle (its start heuristics and root bound run on one thread, HiGHS's search
     mostly on one), so its bound is the one it reaches alone. With one of the threads
-    given to the peer instead, its site branching ran on one worker: metro N=64 L=48
-    lambda 1, instance seeds 563 and 571, proven in 24.0 s and 17.5 s against 16.5 s and
-    13.8 s alone; with all threads and the peer niced, 16.4 s and 14.1 s
-    (``bench/portfolio_threads.py``). ``ma_thread`` brings back the split."""
+    given to the peer instead (``ma_thread``), its site branching ran on one worker, and
+    its proofs came later than the MILP's alone (``bench/portfolio_threads.py``)."""
     peer = memetic_peer.MemeticPeer(instance, options.seed, max(options.remaining(), 1e-3),
                                     ma_params, nice=not ma_thread)
     threads = max(1, options.threads - 1) if ma_thread else options.threads
