@@ -76,19 +76,21 @@ def test_milp_finds_the_optimum_through_a_site_subset() -> None:
     start = metis_default_plan(inst)
     assert start is not None and opt.objective is not None
     r = solve(inst, "milp", seed=0, time_limit=120, threads=1, warm_start=start,
-              params={"heuristic": False, "site_branching": False, "site_paths": False})
+              params={"heuristic": False, "site_branching": False, "site_paths": False,
+                      "memetic_share": 0})
     assert r.status == "optimal"
     assert r.objective == pytest.approx(opt.objective, rel=1e-9)
     sets = r.info["site_subsets"]["sets"]
     assert any(row.get("improved") for row in sets)
     first = solve(inst, "milp", seed=0, time_limit=120, threads=1, warm_start=start,
-                  params={"heuristic": False, "site_paths": False})
+                  params={"heuristic": False, "site_paths": False, "memetic_share": 0})
     assert first.status == "optimal"
     assert first.objective == pytest.approx(opt.objective, rel=1e-9)
     row = first.info["site_subsets"]["sets"][0]
     assert row["before_branching"] and row.get("improved")
     br = solve(inst, "milp", seed=0, time_limit=120, threads=1, warm_start=start,
-               params={"heuristic": False, "site_paths": False, "site_subsets": False})
+               params={"heuristic": False, "site_paths": False, "site_subsets": False,
+                       "memetic_share": 0})
     assert br.status == "optimal" and "site_subsets" not in br.info
     assert br.info["parametric"]["site_branching"]["plan_objective"] == pytest.approx(
         opt.objective, rel=1e-9)
@@ -116,7 +118,7 @@ def test_a_set_cut_short_before_branching_is_searched_again_after(
     inst = _instance("metro", 10, 1)
     start = metis_default_plan(inst)
     r = solve(inst, "milp", seed=0, time_limit=60, threads=1, warm_start=start,
-              params={"heuristic": False, "site_paths": False})
+              params={"heuristic": False, "site_paths": False, "memetic_share": 0})
     assert len(calls[0]) == 1  # the first set alone, before branching
     rows = r.info["site_subsets"]["sets"]
     assert rows[0]["before_branching"]
@@ -150,7 +152,8 @@ def test_a_solver_of_small_classes_skips_the_late_subset_search(
     pb = instance_bound(inst, best[1], 0.5, 30.0)
     assert pb.site_sets and not proves(pb.value, best[1])
     site_subsets.after_bound(inst, SolveOptions(seed=0, time_limit=60), SlicedParams.parse(
-        {"site_paths": False}), 0.5, pb, best, [], {}, classes_solved=classes_solved)
+        {"site_paths": False, "memetic_share": 0}), 0.5, pb, best, [], {},
+        classes_solved=classes_solved)
     assert len(calls) == (2 if late else 1)
 
 
@@ -185,8 +188,59 @@ def test_the_late_subset_search_skips_sets_no_class_can_hold(
         monkeypatch.setattr(site_subsets, "refine_by_sites",
                             lambda instance, pb, *a, _c=cls, **k: replace(pb, classes=(_c,)))
         site_subsets.after_bound(inst, SolveOptions(seed=0, time_limit=60),
-                                 SlicedParams.parse({"site_paths": False}), 0.5, pb, best,
-                                 [], {})
+                                 SlicedParams.parse({"site_paths": False, "memetic_share": 0}),
+                                 0.5, pb, best, [], {})
         # The first set before branching; after it, every set some class can hold.
         assert calls[0] == sets[:1]
         assert (calls[1] if len(calls) > 1 else None) == late
+
+
+def test_the_memetic_algorithm_runs_before_the_site_searches_and_branching(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the bound does not prove the start plan and branching is to follow, the
+    memetic algorithm runs first, from the start plan; its better plan is the incumbent
+    of the searches after it (here all stubbed, so the answer is its plan and the order
+    of the calls is checked). With ``memetic_share=0``, or branching off, it does not run."""
+    order: list[str] = []
+    seen: list[float] = []
+
+    def fake_paths(instance: Instance, pb: object, incumbent: tuple[object, float],
+                   seconds: float, stopped: object) -> tuple[None, dict[str, object]]:
+        order.append("paths")
+        seen.append(incumbent[1])
+        return None, {}
+
+    def fake_subsets(instance: Instance, site_sets: object, incumbent: object,
+                     seconds: float, **kw: object) -> tuple[None, dict[str, list[object]]]:
+        order.append("subsets")
+        return None, {"sets": []}
+
+    def fake_branching(instance: Instance, pb: object, *a: object, **k: object) -> object:
+        order.append("branching")
+        return pb
+
+    monkeypatch.setattr(site_subsets, "improve_on_site_paths", fake_paths)
+    monkeypatch.setattr(site_subsets, "improve_on_site_subsets", fake_subsets)
+    monkeypatch.setattr(site_subsets, "refine_by_sites", fake_branching)
+    inst = _instance("metro", 12, 1)
+    start = metis_default_plan(inst)
+    assert start is not None
+    best = (start, float(evaluate(inst, start).objective))
+    pb = instance_bound(inst, best[1], 0.5, 30.0)
+    # The memetic plan (the optimum, 325.04, against a bound of 322.42) does not raise the
+    # bound when it runs again: the searches after it are reached.
+    monkeypatch.setattr(site_subsets, "instance_bound", lambda *a, **k: pb)
+    info: dict[str, object] = {}
+    _, got, _ = site_subsets.after_bound(inst, SolveOptions(seed=0, time_limit=600),
+                                         SlicedParams.parse({}), 0.5, pb, best, [], info)
+    assert order[0] == "paths" and "branching" in order
+    ma = info["memetic"]
+    assert isinstance(ma, dict) and ma["from"] == best[1]
+    assert got is not None and ma["to"] == got[1] < best[1]  # a better plan, returned
+    assert got[1] == evaluate(inst, got[0]).objective
+    assert seen == [got[1]]  # the site-path search started from it
+    for off in ({"memetic_share": 0}, {"site_branching": False}):
+        info = {}
+        _, same, _ = site_subsets.after_bound(inst, SolveOptions(seed=0, time_limit=600),
+                                              SlicedParams.parse(off), 0.5, pb, best, [], info)
+        assert "memetic" not in info and same == best
