@@ -32,18 +32,21 @@ CASES = ("metro:64:48:461:1", "metro:64:48:401:0.5", "metro:64:48:419:0.5",
          "metro:64:48:433:1", "metro:128:96:521:0.5")
 
 
-def run_one(inst: Instance, narrow: bool, threads: int, time_limit: float) -> dict[str, Any]:
+def run_one(inst: Instance, narrow: bool, threads: int, time_limit: float,
+            key: str = "narrow", params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One ``milp`` run; the row records ``narrow`` (the variant) under ``key``, and
+    ``params`` (default: ``{key: narrow}``) are the MILP's parameters."""
     load = paired.load_now()
     res = solve(inst, "milp", seed=0, time_limit=time_limit, threads=threads,
-                params={"narrow": narrow})
+                params={key: narrow} if params is None else params)
     highs = res.info.get("highs") or {}
     return {"instance": inst.name, "n": inst.n, "layers": inst.layers, "lambda": inst.lam,
-            "narrow": narrow, "threads": threads, "time_limit": time_limit,
+            key: narrow, "threads": threads, "time_limit": time_limit,
             "status": res.status, "objective": res.objective, "lower_bound": res.lower_bound,
             "gap": res.gap, "wall_s": round(res.wall_s, 3),
             "highs_status": highs.get("status"), "highs_s": highs.get("seconds"),
             "highs_nodes": highs.get("nodes"), "narrowed": res.info.get("narrowed"),
-            "load_before": load}
+            "memetic": res.info.get("memetic"), "load_before": load}
 
 
 cell = paired.status_cell
@@ -55,14 +58,17 @@ def highs_cell(row: dict[str, Any]) -> str:
     return f"{row['highs_status']}, {row['highs_s']:.1f} s"
 
 
-def summary(rows: list[dict[str, Any]]) -> list[str]:
-    """The table (one line per instance), from the rows of both variants."""
+def summary(rows: list[dict[str, Any]], key: str = "narrow",
+            names: tuple[str, str] = ("narrowed", "plain")) -> list[str]:
+    """The table (one line per instance), from the rows of both variants (``key`` true
+    and false, called ``names``)."""
     by: dict[str, dict[bool, dict[str, Any]]] = {}
     for r in rows:  # the generator's name leaves lambda out
-        by.setdefault(f"{r['instance']} lambda {r['lambda']:g}", {})[r["narrow"]] = r
+        by.setdefault(f"{r['instance']} lambda {r['lambda']:g}", {})[r[key]] = r
     by = {name: pair for name, pair in by.items() if len(pair) == 2}  # both variants ran
-    lines = ["| instance | narrowed | its HiGHS | plain | its HiGHS | load before "
-             "(narrowed / plain) |", "| --- | --- | --- | --- | --- | --- |"]
+    yes, no = names
+    lines = [f"| instance | {yes} | its HiGHS | {no} | its HiGHS | load before "
+             f"({yes} / {no}) |", "| --- | --- | --- | --- | --- | --- |"]
     for name, pair in by.items():
         on, off = pair[True], pair[False]
         lines.append(f"| {name} | {cell(on)} | {highs_cell(on)} | {cell(off)} | "
@@ -70,8 +76,8 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
                      f"{off['load_before']:.2f} |")
     proven = {v: sum(1 for p in by.values() if p[v]["status"] == "optimal")
               for v in (True, False)}
-    lines += ["", f"proven: {proven[True]} of {len(by)} narrowed, {proven[False]} of "
-              f"{len(by)} plain"]
+    lines += ["", f"proven: {proven[True]} of {len(by)} {yes}, {proven[False]} of "
+              f"{len(by)} {no}"]
     return lines
 
 

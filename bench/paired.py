@@ -1,6 +1,7 @@
 """What the one-instance-at-a-time A/B benches share (``bench.branching_workers``,
-``bench.milp_narrow``, ``bench.portfolio_threads``): the load, a row's status cell, and
-their command line (run and append JSON-lines rows, or ``--report`` the stored ones)."""
+``bench.milp_narrow``, ``bench.milp_memetic``, ``bench.portfolio_threads``): the load,
+a row's status cell, and their command line (run and append JSON-lines rows, or
+``--report`` the stored ones)."""
 
 from __future__ import annotations
 
