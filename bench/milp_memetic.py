@@ -21,8 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from bench import milp_narrow, paired
-from geoplan.model.generators import by_family
-from geoplan.model.instance import Instance
 
 OUT = Path(__file__).resolve().parent / "results" / "milp-memetic" / "results.jsonl"
 #: family:N:L:instance seed:lambda. 401 and 179 led to the step; 563 and 503 are proven
@@ -41,20 +39,15 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.milp_memetic",
                                  description=__doc__.split("\n\n")[0])
-    ap.add_argument("--cases", nargs="+", default=list(CASES),
-                    help="family:N:L:instance seed:lambda")
-    ap.add_argument("--threads", type=int, default=2)
+    paired.add_cases(ap, CASES)
 
     def runs(args: argparse.Namespace) -> Iterator[tuple[dict[str, Any], str]]:
-        for case in args.cases:
-            family, n, layers, seed, lam = case.split(":")
-            inst = Instance.from_dict(by_family(family, int(n), int(layers), int(seed),
-                                                lam=float(lam)))
+        for inst, lam in paired.instances(args.cases):
             for on in (True, False):
                 row = milp_narrow.run_one(inst, on, args.threads, args.time_limit,
                                           key=KEY,
                                           params={} if on else {"memetic_share": 0})
-                yield row, (f"{inst.name} lambda {float(lam):g} memetic={on}: "
+                yield row, (f"{inst.name} lambda {lam:g} memetic={on}: "
                             f"{paired.status_cell(row)}, plan {row['objective']}")
 
     return paired.main(ap, OUT, argv, runs, summary)

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from bench import paired
-from geoplan.model.generators import by_family
 from geoplan.model.instance import Instance
 from geoplan.solving.core import solve
 
@@ -84,18 +83,13 @@ def summary(rows: list[dict[str, Any]], key: str = "narrow",
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.milp_narrow",
                                  description=__doc__.split("\n\n")[0])
-    ap.add_argument("--cases", nargs="+", default=list(CASES),
-                    help="family:N:L:instance seed:lambda")
-    ap.add_argument("--threads", type=int, default=2)
+    paired.add_cases(ap, CASES)
 
     def runs(args: argparse.Namespace) -> Iterator[tuple[dict[str, Any], str]]:
-        for case in args.cases:
-            family, n, layers, seed, lam = case.split(":")
-            inst = Instance.from_dict(by_family(family, int(n), int(layers), int(seed),
-                                                lam=float(lam)))
+        for inst, lam in paired.instances(args.cases):
             for narrow in (True, False):
                 row = run_one(inst, narrow, args.threads, args.time_limit)
-                yield row, (f"{inst.name} lambda {float(lam):g} narrow={narrow}: "
+                yield row, (f"{inst.name} lambda {lam:g} narrow={narrow}: "
                             f"{cell(row)}; HiGHS {highs_cell(row)}")
 
     return paired.main(ap, OUT, argv, runs, summary)

@@ -9,11 +9,32 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["load_now", "main", "status_cell"]
+if TYPE_CHECKING:
+    from geoplan.model.instance import Instance
+
+__all__ = ["add_cases", "instances", "load_now", "main", "status_cell"]
+
+
+def add_cases(ap: argparse.ArgumentParser, cases: Sequence[str]) -> None:
+    """``--cases`` (default ``cases``) and ``--threads`` (default 2, the machine's cores)."""
+    ap.add_argument("--cases", nargs="+", default=list(cases),
+                    help="family:N:L:instance seed:lambda")
+    ap.add_argument("--threads", type=int, default=2)
+
+
+def instances(cases: Sequence[str]) -> Iterator[tuple[Instance, float]]:
+    """Each case's instance (``family:N:L:instance seed:lambda``) and its lambda."""
+    from geoplan.model.generators import by_family
+    from geoplan.model.instance import Instance
+
+    for case in cases:
+        family, n, layers, seed, lam = case.split(":")
+        yield Instance.from_dict(by_family(family, int(n), int(layers), int(seed),
+                                           lam=float(lam))), float(lam)
 
 
 def load_now() -> float | None:

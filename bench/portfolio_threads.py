@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from bench import paired
-from geoplan.model.generators import by_family
 from geoplan.model.instance import Instance
 from geoplan.solving.core import solve
 
@@ -73,18 +72,13 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.portfolio_threads",
                                  description=__doc__.split("\n\n")[0])
-    ap.add_argument("--cases", nargs="+", default=list(CASES),
-                    help="family:N:L:instance seed:lambda")
-    ap.add_argument("--threads", type=int, default=2)
+    paired.add_cases(ap, CASES)
 
     def runs(args: argparse.Namespace) -> Iterator[tuple[dict[str, Any], str]]:
-        for case in args.cases:
-            family, n, layers, seed, lam = case.split(":")
-            inst = Instance.from_dict(by_family(family, int(n), int(layers), int(seed),
-                                                lam=float(lam)))
+        for inst, lam in paired.instances(args.cases):
             for arm in ARMS:
                 row = run_one(inst, arm, args.threads, args.time_limit)
-                yield row, (f"{inst.name} lambda {float(lam):g} {arm}: "
+                yield row, (f"{inst.name} lambda {lam:g} {arm}: "
                             f"{paired.status_cell(row)}, plan {row['objective']}")
 
     return paired.main(ap, OUT, argv, runs, summary)

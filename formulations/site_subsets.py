@@ -221,6 +221,17 @@ def after_bound(instance: Instance, options: SolveOptions, params: SiteSearchPar
             info["parametric"] = pb.summary()
             record()
 
+    def take(found: tuple[Plan, float]) -> bool:
+        """``found`` (better) becomes the best plan, traced; whether the bound proves it,
+        run again first if that is cheap (:func:`rerun`)."""
+        nonlocal best
+        best = found
+        record()
+        if proves(pb.floor, best[1]):
+            return True
+        rerun()
+        return proves(pb.floor, best[1])
+
     if pb.plan is not None:
         # A plan the bound's own search found (the node-run bound's minimisers are plans).
         plan = Plan.from_pairs(pb.plan)
@@ -234,25 +245,13 @@ def after_bound(instance: Instance, options: SolveOptions, params: SiteSearchPar
             and not options.stopped():
         better, info["memetic"] = memetic_from(instance, options, best,
                                                params.memetic_share * options.remaining())
-        if better is not None:
-            best = better
-            record()
-            if proves(pb.floor, best[1]):
-                return pb, best, True
-            rerun()
-            if proves(pb.floor, best[1]):
-                return pb, best, True
+        if better is not None and take(better):
+            return pb, best, True
     if params.site_paths and pb.site_sets and not options.stopped():
         found, info["site_paths"] = improve_on_site_paths(
             instance, pb, best, params.site_paths_share * options.remaining(), options.stopped)
-        if found is not None:
-            best = found
-            record()
-            if proves(pb.floor, best[1]):
-                return pb, best, True
-            rerun()
-            if proves(pb.floor, best[1]):
-                return pb, best, True
+        if found is not None and take(found):
+            return pb, best, True
     if branch_share > 0 and subset_share > 0 and pb.site_sets and not options.stopped():
         better, first = improve_on_site_subsets(
             instance, pb.site_sets[:1], best, _FIRST_SUBSET_SHARE * options.remaining(),
