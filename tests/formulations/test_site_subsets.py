@@ -197,10 +197,11 @@ def test_the_late_subset_search_skips_sets_no_class_can_hold(
 
 def test_the_memetic_algorithm_runs_before_the_site_searches_and_branching(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Where the bound does not prove the start plan and branching is to follow, the
-    memetic algorithm runs first, from the start plan; its better plan is the incumbent
-    of the searches after it (here all stubbed, so the answer is its plan and the order
-    of the calls is checked). With ``memetic_share=0``, or branching off, it does not run."""
+    """With ``memetic_share`` > 0, where the bound does not prove the start plan and
+    branching is to follow, the memetic algorithm runs first, from the start plan; its
+    better plan is the incumbent of the searches after it (here all stubbed, so the answer
+    is its plan and the order of the calls is checked). By default (``memetic_share=0``),
+    or with branching off, it does not run."""
     order: list[str] = []
     seen: list[float] = []
 
@@ -232,14 +233,15 @@ def test_the_memetic_algorithm_runs_before_the_site_searches_and_branching(
     monkeypatch.setattr(site_subsets, "instance_bound", lambda *a, **k: pb)
     info: dict[str, object] = {}
     _, got, _ = site_subsets.after_bound(inst, SolveOptions(seed=0, time_limit=600),
-                                         SlicedParams.parse({}), 0.5, pb, best, [], info)
+                                         SlicedParams.parse({"memetic_share": 0.05}), 0.5,
+                                         pb, best, [], info)
     assert order[0] == "paths" and "branching" in order
     ma = info["memetic"]
     assert isinstance(ma, dict) and ma["from"] == best[1]
     assert got is not None and ma["to"] == got[1] < best[1]  # a better plan, returned
     assert got[1] == evaluate(inst, got[0]).objective
     assert seen == [got[1]]  # the site-path search started from it
-    for off in ({"memetic_share": 0}, {"site_branching": False}):
+    for off in ({}, {"memetic_share": 0.05, "site_branching": False}):  # off by default
         info = {}
         _, same, _ = site_subsets.after_bound(inst, SolveOptions(seed=0, time_limit=600),
                                               SlicedParams.parse(off), 0.5, pb, best, [], info)
