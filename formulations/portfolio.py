@@ -142,13 +142,15 @@ def _side_by_side(instance: Instance, options: SolveOptions, exact: str,
                   ) -> Outcome:
     """The memetic algorithm in a peer process and the exact model here, at once.
 
-    The exact model gets every thread: the peer runs niced, on the cycles the exact model
-    leaves idle (its start heuristics and root bound run on one thread, HiGHS's search
-    mostly on one), so its bound is the one it reaches alone. With one of the threads
-    given to the peer instead (``ma_thread``), its site branching ran on one worker, and
-    its proofs came later than the MILP's alone (``bench/portfolio_threads.py``)."""
+    The exact model gets every thread: the peer runs niced after its first seconds, on
+    the cycles the exact model leaves idle (its start heuristics and root bound run on one
+    thread, HiGHS's search mostly on one), so its bound is the one it reaches alone.
+    With one of the threads given to the peer instead (``ma_thread``), its site branching
+    ran on one worker, and its proofs came later than the MILP's alone
+    (``bench/portfolio_threads.py``)."""
     peer = memetic_peer.MemeticPeer(instance, options.seed, max(options.remaining(), 1e-3),
-                                    ma_params, nice=not ma_thread)
+                                    ma_params,
+                                    nice_after=None if ma_thread else memetic_peer.NICE_AFTER_S)
     threads = max(1, options.threads - 1) if ma_thread else options.threads
     handed: dict[str, Any] = {}
 
