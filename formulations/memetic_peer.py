@@ -11,10 +11,10 @@ again (seconds), more than a 1 s budget. ``os.fork`` itself, not
 ``multiprocessing.Process``, which refuses to start children of daemonic processes (the
 bench's runs and Dask's workers are such). The child never prints or touches the
 parent's display; SIGINT is ignored there, since the parent, which receives it too, stops
-the child through :meth:`MemeticPeer.stop`; a child whose parent has died stops too. After its first
-:data:`NICE_AFTER_S` seconds the child is niced (:data:`NICE`; ``nice_after`` sets when,
-None never): the exact model next to it has every thread, and the memetic run takes the
-cycles it leaves idle.
+the child through :meth:`MemeticPeer.stop`; a child whose parent has died stops too.
+After its first :data:`NICE_AFTER_S` seconds the child is niced (:data:`NICE`;
+``nice_after`` sets when, None never): the exact model next to it has every thread, and
+the memetic run takes the cycles it leaves idle.
 Where fork is missing, :func:`available` is false and the portfolio runs its phases one
 after the other.
 """

@@ -191,9 +191,9 @@ def after_bound(instance: Instance, options: SolveOptions, params: SiteSearchPar
     site sets within ``params.site_subsets_share`` of what is left (skipped by a solver
     that solves branching's classes itself, ``classes_solved``, when each has at most
     :data:`_CLASS_SITES` sites). Improvements are
-    traced and ``info`` gets ``memetic``, ``site_paths``, ``site_subsets`` (the sets searched before
-    branching marked ``before_branching``) and the bound's summary. Returns (the bound,
-    the best plan, whether the bound proves it)."""
+    traced and ``info`` gets ``memetic``, ``site_paths``, ``site_subsets`` (the sets
+    searched before branching marked ``before_branching``) and the bound's summary.
+    Returns (the bound, the best plan, whether the bound proves it)."""
     subset_share = params.site_subsets_share if params.site_subsets else 0.0
     rerun_share = bound_share
     branch_share = params.site_branching_share if params.site_branching else 0.0
