@@ -61,6 +61,9 @@ class SiteSearchParams(SolverParams):
                                  "the budget left (0: none; bench/milp_memetic.py)",
                                  at_least=0.0, at_most=1.0)
 
+    def runs_solvers(self) -> tuple[str, ...]:
+        return ("memetic",) if self.memetic_share > 0 else ()
+
 
 #: The parametric search runs again after the site-path plans improve on the incumbent
 #: when it took at most this share of the budget left.
@@ -97,6 +100,7 @@ def memetic_from(instance: Instance, options: SolveOptions, best: tuple[Plan, fl
     same plans and gaps on those two instances (branching and HiGHS found the plans later),
     and it proved four others 4-12 s later with it (``bench/milp_memetic.py``).
     """
+    from formulations.milp.start import best_plan  # formulations.milp imports this module
     from geoplan.solving.core import solve
 
     t0 = time.perf_counter()
@@ -105,11 +109,11 @@ def memetic_from(instance: Instance, options: SolveOptions, best: tuple[Plan, fl
                 warm_up=False)
     summary: dict[str, Any] = {"seconds": round(time.perf_counter() - t0, 4), "from": best[1],
                                "to": res.objective}
-    if not isinstance(res.plan, Plan) or res.objective is None or not res.objective < best[1] \
+    if not isinstance(res.plan, Plan) \
             or res.plan.micro_batch_size not in (None, instance.training.micro_batch_size):
         return None, summary
-    found = (res.plan, float(evaluate(instance, res.plan).objective))
-    return (found if found[1] < best[1] else None), summary
+    found = best_plan(instance, [res.plan])  # priced (and checked) by the evaluator
+    return (found if found is not None and found[1] < best[1] else None), summary
 
 
 def subset_instance(instance: Instance, labels: Sequence[int]) -> Instance | None:

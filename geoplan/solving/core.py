@@ -306,7 +306,7 @@ def solve(
     if warm_up:
         from geoplan.solving.warmup import warm_up as _warm_up
 
-        spent = _warm_up(spec.name)
+        spent = _warm_up(spec.name) + sum(_warm_up(other) for other in typed.runs_solvers())
         if isinstance(warm_start, str):
             spent += _warm_up(warm_start)
         info["warmup_s"] = round(spent, 6)

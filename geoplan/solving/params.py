@@ -113,6 +113,11 @@ class SolverParams:
         """:func:`parse_params` for this class."""
         return parse_params(cls, raw, where=where, base=base)
 
+    def runs_solvers(self) -> tuple[str, ...]:
+        """Other registered solvers these parameters make the solver run (their kernels are
+        warmed up with its own, before the budget)."""
+        return ()
+
     def as_dict(self) -> dict[str, Any]:
         """Every field and its value (pass-through fields flattened to ``PREFIX.key``)."""
         out: dict[str, Any] = {}

@@ -58,11 +58,9 @@ _PARAMS: dict[str, dict[str, Any]] = {"random-restart": {"max_restarts": 4}}
 
 #: Solvers that run others, whose kernels a tiny solve of their own may not reach (the
 #: portfolio proves the tiny instance before its memetic run, which may run in a forked
-#: process that inherits what is compiled here; the exact models run the memetic algorithm
-#: before site branching, which the tiny instance never reaches).
-_COMPONENTS: dict[str, tuple[str, ...]] = {"portfolio": ("memetic", "milp"),
-                                           "milp": ("memetic",), "sliced": ("memetic",),
-                                           "cpsat": ("memetic",)}
+#: process that inherits what is compiled here). Solvers that run others only with some
+#: parameters say so through ``SolverParams.runs_solvers``.
+_COMPONENTS: dict[str, tuple[str, ...]] = {"portfolio": ("memetic", "milp")}
 
 #: Packages whose solvers call the project's compiled kernels.
 _PROJECT = ("geoplan", "formulations", "heuristics")

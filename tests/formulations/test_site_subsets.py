@@ -246,3 +246,21 @@ def test_the_memetic_algorithm_runs_before_the_site_searches_and_branching(
         _, same, _ = site_subsets.after_bound(inst, SolveOptions(seed=0, time_limit=600),
                                               SlicedParams.parse(off), 0.5, pb, best, [], info)
         assert "memetic" not in info and same == best
+
+
+def test_the_memetic_kernels_are_warmed_up_only_when_the_step_runs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``memetic_share`` > 0 makes the exact model run the memetic algorithm, whose kernels
+    are then warmed up with its own, before the budget; by default they are not."""
+    from geoplan.solving import warmup
+
+    assert SlicedParams.parse({}).runs_solvers() == ()
+    assert SlicedParams.parse({"memetic_share": 0.05}).runs_solvers() == ("memetic",)
+    warmed: list[str] = []
+    monkeypatch.setattr(warmup, "warm_up", lambda name: warmed.append(name) or 0.0)
+    inst = _instance("metro", 8, 1)
+    for share, expected in ((0.0, ["milp"]), (0.05, ["milp", "memetic"])):
+        warmed.clear()
+        solve(inst, "milp", seed=0, time_limit=600, threads=1,
+              params={"memetic_share": share})
+        assert warmed == expected
