@@ -31,16 +31,16 @@ CASES = ("metro:64:48:461:1", "metro:64:48:401:0.5", "metro:64:48:419:0.5",
          "metro:64:48:433:1", "metro:128:96:521:0.5")
 
 
-def run_one(inst: Instance, narrow: bool, threads: int, time_limit: float,
+def run_one(inst: Instance, on: bool, threads: int, time_limit: float,
             key: str = "narrow", params: dict[str, Any] | None = None) -> dict[str, Any]:
-    """One ``milp`` run; the row records ``narrow`` (the variant) under ``key``, and
-    ``params`` (default: ``{key: narrow}``) are the MILP's parameters."""
+    """One ``milp`` run; the row records ``on`` (which variant ran) under ``key``, and
+    ``params`` (default: ``{key: on}``) are the MILP's parameters."""
     load = paired.load_now()
     res = solve(inst, "milp", seed=0, time_limit=time_limit, threads=threads,
-                params={key: narrow} if params is None else params)
+                params={key: on} if params is None else params)
     highs = res.info.get("highs") or {}
     return {"instance": inst.name, "n": inst.n, "layers": inst.layers, "lambda": inst.lam,
-            key: narrow, "threads": threads, "time_limit": time_limit,
+            key: on, "threads": threads, "time_limit": time_limit,
             "status": res.status, "objective": res.objective, "lower_bound": res.lower_bound,
             "gap": res.gap, "wall_s": round(res.wall_s, 3),
             "highs_status": highs.get("status"), "highs_s": highs.get("seconds"),
@@ -61,10 +61,7 @@ def summary(rows: list[dict[str, Any]], key: str = "narrow",
             names: tuple[str, str] = ("narrowed", "plain")) -> list[str]:
     """The table (one line per instance), from the rows of both variants (``key`` true
     and false, called ``names``)."""
-    by: dict[str, dict[bool, dict[str, Any]]] = {}
-    for r in rows:  # the generator's name leaves lambda out
-        by.setdefault(f"{r['instance']} lambda {r['lambda']:g}", {})[r[key]] = r
-    by = {name: pair for name, pair in by.items() if len(pair) == 2}  # both variants ran
+    by = paired.by_instance(rows, key, (True, False))
     yes, no = names
     lines = [f"| instance | {yes} | its HiGHS | {no} | its HiGHS | load before "
              f"({yes} / {no}) |", "| --- | --- | --- | --- | --- | --- |"]

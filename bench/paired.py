@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from geoplan.model.instance import Instance
 
-__all__ = ["add_cases", "instances", "load_now", "main", "status_cell"]
+__all__ = ["add_cases", "by_instance", "instances", "load_now", "main", "status_cell"]
 
 
 def add_cases(ap: argparse.ArgumentParser, cases: Sequence[str]) -> None:
@@ -35,6 +35,16 @@ def instances(cases: Sequence[str]) -> Iterator[tuple[Instance, float]]:
         family, n, layers, seed, lam = case.split(":")
         yield Instance.from_dict(by_family(family, int(n), int(layers), int(seed),
                                            lam=float(lam))), float(lam)
+
+
+def by_instance(rows: Sequence[dict[str, Any]], field: str, variants: Sequence[Any]
+                ) -> dict[str, dict[Any, dict[str, Any]]]:
+    """The rows by instance (``NAME lambda L``: the generator's name leaves lambda out),
+    each as {its ``field`` value: row}; only instances with every one of ``variants``."""
+    by: dict[str, dict[Any, dict[str, Any]]] = {}
+    for r in rows:
+        by.setdefault(f"{r['instance']} lambda {r['lambda']:g}", {})[r[field]] = r
+    return {name: got for name, got in by.items() if set(variants) <= set(got)}
 
 
 def load_now() -> float | None:

@@ -53,10 +53,7 @@ def run_one(inst: Instance, arm: str, threads: int, time_limit: float) -> dict[s
 
 def summary(rows: list[dict[str, Any]]) -> list[str]:
     """The table (one line per instance with every arm run), and the arms' totals."""
-    by: dict[str, dict[str, dict[str, Any]]] = {}
-    for r in rows:  # the generator's name leaves lambda out
-        by.setdefault(f"{r['instance']} lambda {r['lambda']:g}", {})[r["arm"]] = r
-    by = {name: got for name, got in by.items() if set(got) == set(ARMS)}
+    by = paired.by_instance(rows, "arm", list(ARMS))
     lines = ["| instance | " + " | ".join(ARMS) + " | plans (" + " / ".join(ARMS) + ") | "
              "load before |", "| --- |" + " --- |" * (len(ARMS) + 2)]
     for name, got in by.items():
