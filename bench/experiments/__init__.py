@@ -310,15 +310,18 @@ def worst_case_seconds(
     """Wall time if every run of ``experiments`` hits its hard kill, scheduled as the runner does.
 
     One warm-up run per solver (killed after ``warm_up`` s), the runs longest first
-    onto the least-loaded of ``workers`` processes (0.5 s start-up each), plus one
-    normalising run per distinct instance that needs one.
+    onto the least-loaded of ``workers`` slots (0.5 s start-up each; a run of t threads
+    takes t slots, from when the t-th least loaded is free), plus one normalising run
+    per distinct instance that needs one.
     """
-    loads = sorted((r.hard_limit + 0.5 for e in experiments for r in e.runs()
-                    if r.skip_reason is None), reverse=True)
+    loads = sorted(((r.hard_limit + 0.5, r.threads) for e in experiments for r in e.runs()
+                    if r.skip_reason is None), key=lambda xt: -xt[0])
     bins = [0.0] * max(1, workers)
-    for x in loads:
-        k = bins.index(min(bins))
-        bins[k] += x
+    for x, threads in loads:
+        ks = sorted(range(len(bins)), key=lambda k: bins[k])[:max(1, min(threads, len(bins)))]
+        start = max(bins[k] for k in ks)
+        for k in ks:
+            bins[k] = start + x
     norm: dict[str, float] = {}
     for e in experiments:
         for i in e.instances:

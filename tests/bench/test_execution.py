@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import io
 import json
+import time
+from collections import deque
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from bench.execution import env, protocol, results
+from bench.execution import env, pool, protocol, results
 from bench.execution.progress import Progress
 
 TASK = {"row": {"run_key": "k1", "solver": "metis-default", "seed": 0, "budget_s": 1.0,
@@ -91,3 +94,40 @@ def test_a_fresh_interpreter_run_returns_its_row() -> None:
     """The subprocess protocol end to end (as on Dask workers), on an input error."""
     row = protocol.run_subprocess({**TASK, "instance": {"gpus": []}, "limit": 60.0})
     assert row["status"] == "error" and "gpus" in row["message"]
+
+
+def _task(key: str, threads: int) -> dict[str, Any]:
+    return {"row": {**TASK["row"], "run_key": key, "threads": threads}, "instance": {},
+            "limit": 60.0}
+
+
+def test_slots_are_a_runs_threads_within_the_workers() -> None:
+    assert [pool.slots(_task("a", t), 2) for t in (0, 1, 2, 8)] == [1, 1, 2, 2]
+    waiting = deque([_task("a", 2), _task("b", 1), _task("c", 1)])
+    assert pool._next_fitting(waiting, 1, 2) == 1
+    assert pool._next_fitting(waiting, 2, 2) == 0
+    assert pool._next_fitting(deque([_task("a", 2)]), 1, 2) is None
+
+
+def test_a_two_thread_run_never_shares_two_workers(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs whose threads would exceed the workers never overlap: each fake run writes
+    when it started and ended (perf_counter, one clock for every process)."""
+
+    def fake(task: dict[str, Any], emit: object = None) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        time.sleep(0.15)
+        (tmp_path / task["row"]["run_key"]).write_text(f"{t0} {time.perf_counter()}")
+        return {**task["row"], "status": "feasible"}
+
+    monkeypatch.setattr(pool, "execute", fake)  # the forked children inherit it
+    tasks = [_task("a2", 2), _task("b1", 1), _task("c1", 1), _task("d2", 2), _task("e1", 1)]
+    rows: list[dict[str, Any]] = []
+    pool.run_local(tasks, 2, rows.append, poll=0.02)
+    assert sorted(r["run_key"] for r in rows) == sorted(t["row"]["run_key"] for t in tasks)
+    spans = {k: tuple(map(float, (tmp_path / k).read_text().split()))
+             for k in ("a2", "b1", "c1", "d2", "e1")}
+    for wide in ("a2", "d2"):
+        for other, (s, e) in spans.items():
+            if other != wide:
+                assert e <= spans[wide][0] or s >= spans[wide][1], (wide, other, spans)

@@ -68,6 +68,16 @@ def test_quick_profile_fits_ten_minutes_on_two_cores_even_if_every_run_is_killed
     assert worst_case_seconds(tiny, 2, warm_up=0) <= 40
 
 
+def test_a_run_of_two_threads_takes_both_workers_in_the_worst_case() -> None:
+    """Two one-thread runs of 1.5 s (budget 0.5 + grace 1) share two workers; a
+    two-thread one takes both (each run counts 0.5 s of start-up)."""
+    one = parse_experiment(_raw(seeds=[0]), "full")
+    two = parse_experiment(_raw(seeds=[0], threads=2), "full")
+    assert worst_case_seconds([one], 2, warm_up=0) == pytest.approx(2.0)
+    assert worst_case_seconds([two], 2, warm_up=0) == pytest.approx(4.0)
+    assert worst_case_seconds([two], 1, warm_up=0) == pytest.approx(4.0)
+
+
 def test_tables_3_and_4_grids_seeds_and_solvers() -> None:
     t3 = load_experiment("table3")
     assert sorted(i.n for i in t3.instances) == [4, 6, 8, 10, 12]
