@@ -430,7 +430,8 @@ def results_section(results: str | Path = RESULTS, f: Mapping[str, Any] | None =
     if p2 and x2:
         comp_txt += (
             f" On two threads (`{PF_2T}`: the MA in a second process for the whole budget, "
-            f"the exact model here, run next to the other jobs of the same sweep) its plan "
+            f"the exact model here; the runner counts its two threads, so no other run of the "
+            f"sweep shares the two cores with it) its plan "
             f"was at least the MA's in {p2['plan_held']} of {p2['plan_cells']} cells"
             + (f" (not in {cells(p2['plan_failed'])})" if p2["plan_failed"] else "")
             + f", its bound at least the MILP's in {p2['bound_held']} of {p2['bound_cells']}"
