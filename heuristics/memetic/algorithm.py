@@ -351,7 +351,7 @@ def run_memetic(
     sp = Splitter(ev.instance) if params.site_order or params.ils else None
     groups = site_groups(ev.instance, sp.comp, sp.mem_cap)[1] if sp and params.ils else []
     if params.site_order:
-        so = site_order_plans(ev.instance, splitter=sp)
+        so = site_order_plans(ev.instance, splitter=sp, deadline=start + params.time_limit)
         seeds = _warm_chromosomes(instance, [p.plan for p in so.plans])
         res.site_order = {
             "plans": len(so.plans),

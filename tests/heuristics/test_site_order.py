@@ -157,6 +157,21 @@ def test_wrapped_order_and_polish_reach_a_metro_optimum() -> None:
         assert other.best is not None and other.best.objective > 560.4879507682491 * 1.001
 
 
+def test_a_passed_deadline_keeps_the_start_allocations_only() -> None:
+    """With its deadline passed at the call, no subset descends and nothing is polished:
+    the plans are the chosen subsets' start allocations, worse than the full search's
+    (deterministic: the clock only says "late")."""
+    inst = Instance.from_dict(by_family("metro", 16, 32, 0))
+    full = site_order_plans(inst)
+    late = site_order_plans(inst, deadline=0.0)
+    assert late.plans and late.best is not None and full.best is not None
+    assert late.best.objective > full.best.objective * 1.001
+    assert (late.subsets, late.refined) == (full.subsets, full.refined)
+    assert late.splits < full.splits
+    assert [p.plan for p in site_order_plans(inst, deadline=0.0).plans] == \
+        [p.plan for p in late.plans]
+
+
 def test_polish_sequence_by_hand() -> None:
     # Three GPUs, the slow one first and the fast ones unused: the descent brings in the
     # fast GPUs and ends at the optimum over every plan (reference enumeration).
