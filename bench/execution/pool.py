@@ -121,7 +121,8 @@ def run_local(
     that fits starts instead. Why: a two-thread run next to a one-thread run put three
     busy threads on two cores; in the anytime-portfolio sweep (workers 2) the portfolio
     on one and on two threads always ran as a pair, and their bounds at 1-5 s were
-    below the MILP's alone (run next to a one-thread job) in 8 cells and above in 1-2.
+    below the MILP's alone (run next to a one-thread job) in 9 of 47 cells and above in
+    1-2 (``bench/results/anytime-portfolio-ce85a4b``).
     Completed rows go to ``on_row`` in finishing order.
     """
     ctx = _mp_context()
