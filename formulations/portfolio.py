@@ -25,10 +25,11 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Literal
 
 from formulations import memetic_peer
+from formulations.site_subsets import SiteSearchParams
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
 from geoplan.solving.core import Callbacks, DeferredStart, SolveOptions, finish, get_solver
@@ -93,6 +94,11 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
     # Both inner parameter sets are checked before either solver runs.
     ma_params, _ = get_solver("memetic").parse_params(params.memetic, where="params.memetic")
     ex_params, _ = exact_spec.parse_params(params.exact_params, where="params.exact")
+    if isinstance(ex_params, SiteSearchParams) and \
+            "memetic_after_share" not in (params.exact_params or {}):
+        # The portfolio runs the memetic algorithm itself (its warm start, or its peer): the
+        # exact model's own run after site branching would repeat it.
+        ex_params = replace(ex_params, memetic_after_share=0.0)
     if options.warm_start or not exact_spec.defers_warm_start:
         return _memetic_first(instance, options, exact, fraction, ma_params, ex_params)
     parallel = options.threads >= 2 if params.parallel is None else params.parallel

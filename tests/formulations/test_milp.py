@@ -527,7 +527,7 @@ def test_the_narrowed_model_reaches_the_optimum(family: str, n: int, seed: int,
     start = metis_default_plan(inst)
     assert start is not None
     params = {"heuristic": False, "site_subsets": False, "site_paths": False,
-              "memetic_share": 0}
+              "memetic_share": 0, "memetic_after_share": 0}
     narrowed = solve(inst, "milp", seed=0, time_limit=600, threads=1, warm_start=start,
                      params=params)
     plain = solve(inst, "milp", seed=0, time_limit=600, threads=1, warm_start=start,

@@ -237,3 +237,26 @@ def test_parallel_portfolio_can_give_the_memetic_run_a_thread(geo6: Instance) ->
     res = solve(geo6, "portfolio", seed=3, time_limit=600, threads=2,
                 params={"ma_thread": True, "exact.parametric": False, **MA_CAP})
     assert res.status == "optimal" and res.info["exact"]["threads"] == 1
+
+
+@pytest.mark.parametrize("given", [{}, {"exact.memetic_after_share": 0.2}])
+def test_the_exact_model_leaves_the_memetic_run_to_the_portfolio(
+        geo6: Instance, given: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The portfolio runs the memetic algorithm itself, so its exact model's own run after
+    site branching is off, unless the user asks for it (``exact.memetic_after_share``)."""
+    from formulations import portfolio
+    from formulations.site_subsets import SiteSearchParams
+
+    seen: list[object] = []
+    real = portfolio.run
+
+    def spy(instance: Instance, solver: str, **kw: object) -> object:
+        if solver == "milp":
+            seen.append(kw.get("params"))
+        return real(instance, solver, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(portfolio, "run", spy)
+    solve(geo6, "portfolio", seed=0, time_limit=60, threads=1,
+          params={"exact": "milp", **given})
+    assert len(seen) == 1 and isinstance(seen[0], SiteSearchParams)
+    assert seen[0].memetic_after_share == (0.2 if given else 0.0)

@@ -94,7 +94,7 @@ def test_milp_finds_the_optimum_through_site_paths() -> None:
     start = metis_default_plan(inst)
     assert start is not None and opt.objective is not None
     r = solve(inst, "milp", seed=0, time_limit=600, threads=1, warm_start=start,
-              params={"heuristic": False, "memetic_share": 0})
+              params={"heuristic": False, "memetic_share": 0, "memetic_after_share": 0})
     assert r.status == "optimal"
     assert r.objective == pytest.approx(opt.objective, rel=1e-9)
     assert r.info["site_paths"]["objective"] == pytest.approx(opt.objective, rel=1e-9)
@@ -124,7 +124,7 @@ def test_on_cloud_nodes_the_plan_is_found_and_proven(seed: int) -> None:
     assert all(len(s) == 1 for s in pb.site_sets[:1])  # a single region first
     assert not pb.value >= start_obj * (1 - 1e-9)
     r = solve(inst, "milp", seed=0, time_limit=600, threads=1, warm_start=start,
-              params={"heuristic": False, "memetic_share": 0})
+              params={"heuristic": False, "memetic_share": 0, "memetic_after_share": 0})
     assert r.status == "optimal" and r.plan is not None and r.objective is not None
     assert r.objective == evaluate(inst, r.plan).objective
     assert r.info["site_paths"]["objective"] == r.objective

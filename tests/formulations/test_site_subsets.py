@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,9 @@ from geoplan.cost.parametric import PlanClasses, instance_bound, proves
 from geoplan.model import generators
 from geoplan.model.instance import Instance
 from geoplan.solving.core import SolveOptions, solve
+
+#: The memetic steps off (before and after branching), for tests of the other steps.
+NO_MA = {"memetic_share": 0, "memetic_after_share": 0}
 
 
 def _instance(family: str, n: int, seed: int) -> Instance:
@@ -77,20 +81,20 @@ def test_milp_finds_the_optimum_through_a_site_subset() -> None:
     assert start is not None and opt.objective is not None
     r = solve(inst, "milp", seed=0, time_limit=120, threads=1, warm_start=start,
               params={"heuristic": False, "site_branching": False, "site_paths": False,
-                      "memetic_share": 0})
+                      "memetic_share": 0, "memetic_after_share": 0})
     assert r.status == "optimal"
     assert r.objective == pytest.approx(opt.objective, rel=1e-9)
     sets = r.info["site_subsets"]["sets"]
     assert any(row.get("improved") for row in sets)
     first = solve(inst, "milp", seed=0, time_limit=120, threads=1, warm_start=start,
-                  params={"heuristic": False, "site_paths": False, "memetic_share": 0})
+                  params={"heuristic": False, "site_paths": False, **NO_MA})
     assert first.status == "optimal"
     assert first.objective == pytest.approx(opt.objective, rel=1e-9)
     row = first.info["site_subsets"]["sets"][0]
     assert row["before_branching"] and row.get("improved")
     br = solve(inst, "milp", seed=0, time_limit=120, threads=1, warm_start=start,
                params={"heuristic": False, "site_paths": False, "site_subsets": False,
-                       "memetic_share": 0})
+                       "memetic_share": 0, "memetic_after_share": 0})
     assert br.status == "optimal" and "site_subsets" not in br.info
     assert br.info["parametric"]["site_branching"]["plan_objective"] == pytest.approx(
         opt.objective, rel=1e-9)
@@ -118,7 +122,7 @@ def test_a_set_cut_short_before_branching_is_searched_again_after(
     inst = _instance("metro", 10, 1)
     start = metis_default_plan(inst)
     r = solve(inst, "milp", seed=0, time_limit=60, threads=1, warm_start=start,
-              params={"heuristic": False, "site_paths": False, "memetic_share": 0})
+              params={"heuristic": False, "site_paths": False, **NO_MA})
     assert len(calls[0]) == 1  # the first set alone, before branching
     rows = r.info["site_subsets"]["sets"]
     assert rows[0]["before_branching"]
@@ -152,7 +156,7 @@ def test_a_solver_of_small_classes_skips_the_late_subset_search(
     pb = instance_bound(inst, best[1], 0.5, 30.0)
     assert pb.site_sets and not proves(pb.value, best[1])
     site_subsets.after_bound(inst, SolveOptions(seed=0, time_limit=60), SlicedParams.parse(
-        {"site_paths": False, "memetic_share": 0}), 0.5, pb, best, [], {},
+        {"site_paths": False, **NO_MA}), 0.5, pb, best, [], {},
         classes_solved=classes_solved)
     assert len(calls) == (2 if late else 1)
 
@@ -188,7 +192,7 @@ def test_the_late_subset_search_skips_sets_no_class_can_hold(
         monkeypatch.setattr(site_subsets, "refine_by_sites",
                             lambda instance, pb, *a, _c=cls, **k: replace(pb, classes=(_c,)))
         site_subsets.after_bound(inst, SolveOptions(seed=0, time_limit=60),
-                                 SlicedParams.parse({"site_paths": False, "memetic_share": 0}),
+                                 SlicedParams.parse({"site_paths": False, **NO_MA}),
                                  0.5, pb, best, [], {})
         # The first set before branching; after it, every set some class can hold.
         assert calls[0] == sets[:1]
@@ -244,8 +248,36 @@ def test_the_memetic_algorithm_runs_before_the_site_searches_and_branching(
     for off in ({}, {"memetic_share": 0.05, "site_branching": False}):  # off by default
         info = {}
         _, same, _ = site_subsets.after_bound(inst, SolveOptions(seed=0, time_limit=600),
-                                              SlicedParams.parse(off), 0.5, pb, best, [], info)
+                                              SlicedParams.parse({**off,
+                                                                  "memetic_after_share": 0}),
+                                              0.5, pb, best, [], info)
         assert "memetic" not in info and same == best
+    # After branching (stubbed: it proves nothing), by default: from the best plan, before
+    # the site-subset search; not with branching off, nor with a share of 0.
+    real_memetic = site_subsets.memetic_from
+
+    def traced_memetic(*a: Any, **k: Any) -> Any:
+        order.append("memetic")
+        return real_memetic(*a, **k)
+
+    monkeypatch.setattr(site_subsets, "memetic_from", traced_memetic)
+    for params, runs in (({"site_paths": False}, True),
+                         ({"site_paths": False, "site_branching": False}, False),
+                         ({"site_paths": False, "memetic_after_share": 0}, False)):
+        order.clear()
+        info = {}
+        _, got, _ = site_subsets.after_bound(inst, SolveOptions(seed=0, time_limit=600),
+                                             SlicedParams.parse(params), 0.5, pb, best, [],
+                                             info)
+        assert ("memetic_after" in info) == runs and "memetic" not in info
+        if runs:
+            ma = info["memetic_after"]
+            assert isinstance(ma, dict) and ma["from"] == best[1]
+            assert got is not None and ma["to"] == got[1] < best[1]
+            after = order[order.index("branching") + 1:]
+            assert after[0] == "memetic" and "memetic" not in order[:order.index("branching")]
+        else:
+            assert got == best
 
 
 def test_the_memetic_kernels_are_warmed_up_only_when_the_step_runs(
@@ -254,13 +286,15 @@ def test_the_memetic_kernels_are_warmed_up_only_when_the_step_runs(
     are then warmed up with its own, before the budget; by default they are not."""
     from geoplan.solving import warmup
 
-    assert SlicedParams.parse({}).runs_solvers() == ()
-    assert SlicedParams.parse({"memetic_share": 0.05}).runs_solvers() == ("memetic",)
+    assert SlicedParams.parse({"memetic_after_share": 0}).runs_solvers() == ()
+    assert SlicedParams.parse({"memetic_share": 0.05, "memetic_after_share": 0}
+                              ).runs_solvers() == ("memetic",)
+    assert SlicedParams.parse({}).runs_solvers() == ("memetic",)  # after branching
     warmed: list[str] = []
     monkeypatch.setattr(warmup, "warm_up", lambda name: warmed.append(name) or 0.0)
     inst = _instance("metro", 8, 1)
     for share, expected in ((0.0, ["milp"]), (0.05, ["milp", "memetic"])):
         warmed.clear()
         solve(inst, "milp", seed=0, time_limit=600, threads=1,
-              params={"memetic_share": share})
+              params={"memetic_share": share, "memetic_after_share": share})
         assert warmed == expected
