@@ -93,7 +93,9 @@ def memetic_from(instance: Instance, options: SolveOptions, best: tuple[Plan, fl
     ``seconds``, on this process's thread: its plan if better than ``best`` (priced by the
     evaluator), and a summary for ``info``.
 
-    Run before site branching, whose nodes close sooner under a better incumbent, and
+    Run after site branching when that leaves the best plan unproven
+    (``memetic_after_share``, on by default), and optionally before it
+    (``memetic_share``), whose nodes close sooner under a better incumbent, and
     before the site-path plans: at metro N=64 L=48 (instance seeds 401 at lambda 0.5 and
     179 at lambda 1) the start plans were 0.677159 and 515.707; the MILP's bound phase,
     branching and HiGHS ended 60 s at 0.674251 and 512.443, while this found 0.669474 and
