@@ -45,7 +45,8 @@ def run_one(inst: Instance, on: bool, threads: int, time_limit: float,
             "gap": res.gap, "wall_s": round(res.wall_s, 3),
             "highs_status": highs.get("status"), "highs_s": highs.get("seconds"),
             "highs_nodes": highs.get("nodes"), "narrowed": res.info.get("narrowed"),
-            "memetic": res.info.get("memetic"), "load_before": load}
+            "memetic": res.info.get("memetic"),
+            "memetic_after": res.info.get("memetic_after"), "load_before": load}
 
 
 cell = paired.status_cell
