@@ -14,13 +14,11 @@ limit, and what HiGHS did; each row also holds the memetic run's summary.
 
 from __future__ import annotations
 
-import argparse
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench import milp_narrow, paired
+from bench import milp_narrow
 
 OUT = Path(__file__).resolve().parent / "results" / "milp-memetic-after" / "results.jsonl"
 #: family:N:L:instance seed:lambda. 401 led to the step; 179 and 251 are the instances
@@ -31,28 +29,19 @@ CASES = ("metro:64:48:401:0.5", "metro:64:48:179:1", "metro:64:48:251:1",
 SHARE = 0.1
 #: the row's field that says which variant ran
 KEY = "memetic_after_on"
+#: what the table calls the two variants
+NAMES = ("memetic after", "none")
 
 
 def summary(rows: list[dict[str, Any]]) -> list[str]:
     """The table: each instance with the memetic run after branching and without."""
-    return milp_narrow.summary(rows, KEY, ("memetic after", "none"))
+    return milp_narrow.summary(rows, KEY, NAMES)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.milp_memetic_after",
-                                 description=__doc__.split("\n\n")[0])
-    paired.add_cases(ap, CASES)
-
-    def runs(args: argparse.Namespace) -> Iterator[tuple[dict[str, Any], str]]:
-        for inst, lam in paired.instances(args.cases):
-            for on in (True, False):
-                row = milp_narrow.run_one(inst, on, args.threads, args.time_limit, key=KEY,
-                                          params={"memetic_share": 0.0,
-                                                  "memetic_after_share": SHARE if on else 0.0})
-                yield row, (f"{inst.name} lambda {lam:g} memetic after={on}: "
-                            f"{paired.status_cell(row)}, plan {row['objective']}")
-
-    return paired.main(ap, OUT, argv, runs, summary)
+    return milp_narrow.ab_main(
+        argv, "python -m bench.milp_memetic_after", __doc__ or "", OUT, CASES, KEY, NAMES,
+        lambda on: {"memetic_share": 0.0, "memetic_after_share": SHARE if on else 0.0})
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -78,19 +78,30 @@ def summary(rows: list[dict[str, Any]], key: str = "narrow",
     return lines
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.milp_narrow",
-                                 description=__doc__.split("\n\n")[0])
-    paired.add_cases(ap, CASES)
+def ab_main(argv: list[str] | None, prog: str, doc: str, out: Path, cases: tuple[str, ...],
+            key: str, names: tuple[str, str],
+            params: Callable[[bool], dict[str, Any]]) -> int:
+    """An on/off bench of the MILP (this one's and its twins'): on each instance, one run
+    with ``params(True)`` and one with ``params(False)`` (:func:`run_one`, the variant
+    recorded under ``key``), appended to ``out``; ``--report`` prints :func:`summary`
+    (the variants called ``names``)."""
+    ap = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
+    paired.add_cases(ap, cases)
 
     def runs(args: argparse.Namespace) -> Iterator[tuple[dict[str, Any], str]]:
         for inst, lam in paired.instances(args.cases):
-            for narrow in (True, False):
-                row = run_one(inst, narrow, args.threads, args.time_limit)
-                yield row, (f"{inst.name} lambda {lam:g} narrow={narrow}: "
-                            f"{cell(row)}; HiGHS {highs_cell(row)}")
+            for on in (True, False):
+                row = run_one(inst, on, args.threads, args.time_limit, key=key,
+                              params=params(on))
+                yield row, (f"{inst.name} lambda {lam:g} {key}={on}: {cell(row)}, plan "
+                            f"{row['objective']}; HiGHS {highs_cell(row)}")
 
-    return paired.main(ap, OUT, argv, runs, summary)
+    return paired.main(ap, out, argv, runs, lambda rows: summary(rows, key, names))
+
+
+def main(argv: list[str] | None = None) -> int:
+    return ab_main(argv, "python -m bench.milp_narrow", __doc__ or "", OUT, CASES, "narrow",
+                   ("narrowed", "plain"), lambda on: {"narrow": on})
 
 
 if __name__ == "__main__":
