@@ -315,19 +315,27 @@ def _walk_tables(comm: np.ndarray, cluster: np.ndarray, order: np.ndarray,
 
 
 def _visit_tables(comm: np.ndarray, cluster: np.ndarray, order: np.ndarray,
-                  visits: list[Visit]) -> WalkTables:
+                  visits: list[Visit], joined: int | None = None) -> WalkTables:
     """What :func:`_walk_dp` needs of the plans made of these visits (one run each, a site
     visited at most :data:`MAX_VISITS` times): per position the runs its site holds; per
     GPU, run of its site and walk role the least the role's sends cost (intra-site sends
     on the site, the send back by the cheapest link to a site that may come before the
     visit, forward to one that may come after; inf: not allowed); per GPU and run 1 if
     the run ends with the last stage, 2 if it may (0: not); per GPU and run 1 if the run
-    is its site's previous run's twin (the same visit: same neighbours, same ends)."""
+    is its site's previous run's twin (the same visit: same neighbours, same ends).
+
+    ``joined``: the index in ``visits`` of a run that stands for two visits of its site
+    joined (:mod:`geoplan.cost.site_branching`, "Four visits"): its intra-site sends
+    are priced by the cheapest link of any kind, since the join turned one inter-site
+    send of each of the two into an intra-site one."""
     n = comm.shape[0]
     both = np.isfinite(comm) & np.isfinite(comm.T)
     np.fill_diagonal(both, False)
     by_site: dict[int, list[Visit]] = {}
-    for v in visits:
+    joined_at: tuple[int, int] | None = None  # (site, its run)
+    for i, v in enumerate(visits):
+        if i == joined:
+            joined_at = (v[0], len(by_site.get(v[0], [])))
         by_site.setdefault(v[0], []).append(v)
     most = max(len(v) for v in by_site.values())
     if most > MAX_VISITS:
@@ -347,9 +355,16 @@ def _visit_tables(comm: np.ndarray, cluster: np.ndarray, order: np.ndarray,
                         for ks in (back, fwd))
             c_b = 0.0 if first else c_b
             c_f = 0.0 if last else c_f
-            prices[g, j] = (m2, c_b + c_in, c_in + c_f, c_b + c_f)
+            if (int(cluster[g]), j) == joined_at:
+                d_any = np.sort(comm[g, np.nonzero(both[g])[0]])
+                c_j = d_any[0] if d_any.size else _INF
+                m2_j = d_any[0] + d_any[1] if d_any.size >= 2 else _INF
+                prices[g, j] = (m2_j, c_b + c_j, c_j + c_f, c_b + c_f)
+            else:
+                prices[g, j] = (m2, c_b + c_in, c_in + c_f, c_b + c_f)
             is_last[g, j] = (2 if fwd else 1) if last else 0
-            twin[g, j] = j > 0 and here[j] == here[j - 1]
+            twin[g, j] = j > 0 and here[j] == here[j - 1] and joined_at not in (
+                (int(cluster[g]), j), (int(cluster[g]), j - 1))
     runs = np.array([len(by_site.get(int(cluster[g]), [])) for g in order], np.int64)
     return runs, prices, is_last, twin
 
@@ -1187,14 +1202,15 @@ class _Boxes:
         self.once = True
 
     def follow_gapped(self, prefix: tuple[int, ...], middle: tuple[int, ...],
-                      suffix: tuple[int, ...]) -> None:
+                      suffix: tuple[int, ...], joined: int | None = None) -> None:
         """Count only the plans whose runs visit the sites (cluster labels) of ``prefix``
         in that order, then those of ``middle`` (a multiset) in some order, then those of
         ``suffix``, never one twice in a row: the walk DP with each visit's run apart
         (:func:`_walk_dp`), a send priced by the cheapest link to a site that may be there
         (a middle visit's by the other middle sites and the prefix's last or the
         suffix's first site; any middle visit may hold the first stage without a prefix,
-        and the last without a suffix)."""
+        and the last without a suffix). ``joined``: a cluster label in ``middle``, whose
+        last middle visit stands for two of its visits joined (:func:`_visit_tables`)."""
         if not middle:
             raise ValueError("a gapped walk leaves one or more visits in the middle: "
                              "else it is a walk")
@@ -1206,6 +1222,10 @@ class _Boxes:
         for i, k in enumerate(prefix):
             fwd = (prefix[i + 1],) if i + 1 < len(prefix) else tuple(sorted(mid - {k}))
             visits.append((k, (prefix[i - 1],) if i else (), fwd, i == 0, False))
+        if joined is not None and joined not in mid:
+            raise ValueError(f"a joined visit is a middle visit: {joined} not in {middle}")
+        at = None if joined is None else \
+            len(prefix) + len(middle) - 1 - tuple(reversed(middle)).index(joined)
         for k in middle:
             back = tuple(sorted((mid | set(prefix[-1:])) - {k}))
             fwd = tuple(sorted((mid | set(suffix[:1])) - {k}))
@@ -1214,7 +1234,7 @@ class _Boxes:
             back = (suffix[j - 1],) if j else tuple(sorted(mid - {k}))
             last = j + 1 == len(suffix)
             visits.append((k, back, () if last else (suffix[j + 1],), False, last))
-        self.walk = _visit_tables(self.comm, self.cluster, self.order, visits)
+        self.walk = _visit_tables(self.comm, self.cluster, self.order, visits, at)
         self._code_walk([v[0] for v in visits])
 
     def keep_apart(self, label: int) -> None:
@@ -1586,8 +1606,8 @@ class _Boxes:
 def _restrict(bx: _Boxes, cluster: np.ndarray, forced: tuple[int, ...],
               ends: tuple[int, int] | None, path: tuple[int, ...] | None,
               prefix: tuple[int, ...] | None = None,
-              gapped: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None = None
-              ) -> bool:
+              gapped: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None = None,
+              joined: int | None = None) -> bool:
     """Restrict ``bx`` to the plans of :func:`parametric_bound`'s ``forced``, ``ends``,
     ``path``, ``prefix`` and ``gapped`` (cluster labels); False when the pool has no such
     plan (a label missing)."""
@@ -1597,7 +1617,8 @@ def _restrict(bx: _Boxes, cluster: np.ndarray, forced: tuple[int, ...],
         sites = {int(k) for part in gapped for k in part}
         if not sites <= set(index):
             return False
-        bx.follow_gapped(*(tuple(int(k) for k in part) for part in gapped))
+        head, middle, tail = (tuple(int(k) for k in part) for part in gapped)
+        bx.follow_gapped(head, middle, tail, joined=joined)
         forced = tuple(sorted(set(forced) | sites))
     if prefix is not None:
         if not prefix or len(set(prefix)) < len(prefix) or len(labels) - len(prefix) < 2:
@@ -1649,6 +1670,7 @@ def parametric_bound(
     once: bool = False,
     prefix: tuple[int, ...] | None = None,
     gapped: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None = None,
+    joined: int | None = None,
     start: tuple[Box, ...] | None = None,
     tables: BoxTables | None = None,
     start_stall: int = START_STALL,
@@ -1685,7 +1707,10 @@ def parametric_bound(
     middle, suffix) cluster labels, for the plans whose runs visit the prefix's sites in
     that order, then the middle's (a multiset, one or more) in any order, then the
     suffix's, never a site twice in a row (the walk DP, each send priced by the sites
-    that may be there; no transition prices). ``start``:
+    that may be there; no transition prices). ``joined``: with ``gapped``, a middle
+    site whose last middle visit stands for two of its visits joined into one run (its
+    intra-site sends priced by the cheapest link of any kind; the plans with that site
+    visited once more, :mod:`geoplan.cost.site_branching`). ``start``:
     boxes that hold
     every plan counted better than the incumbent, each plan's objective at least its
     box's bound (the open boxes of a search over a superset of these plans); the search
@@ -1719,7 +1744,9 @@ def parametric_bound(
         if path is not None:
             raise ValueError("a site walk says how often each site is visited: no keep_apart")
         forced = tuple(sorted(set(forced) | {keep_apart}))
-    if not _restrict(bx, cluster, forced, ends, path, prefix, gapped):
+    if joined is not None and gapped is None:
+        raise ValueError("a joined visit is a gapped walk's: no joined without gapped")
+    if not _restrict(bx, cluster, forced, ends, path, prefix, gapped, joined):
         return ParametricBound(_INF, 0, 0, time.perf_counter() - t0, True)
     if keep_apart is not None:
         bx.keep_apart(keep_apart)
@@ -2081,19 +2108,21 @@ def _node_part(instance: Instance, sub: Instance, tab: node_runs.NodeTables,
 
 def refine_by_sites(instance: Instance, pb: ParametricBound, incumbent: float | None,
                     share: float, remaining: float,
-                    stop: Callable[[], bool] | None = None, workers: int = 1
-                    ) -> ParametricBound:
+                    stop: Callable[[], bool] | None = None, workers: int = 1,
+                    apart_back: int = 2) -> ParametricBound:
     """``pb`` (:func:`instance_bound`'s) raised by branching on sites
     (:mod:`geoplan.cost.site_branching`, node searches in ``workers`` processes) within
     ``share`` of ``remaining`` seconds; as it is when it proves ``incumbent``. A search
-    cut by its deadline goes on in the nodes (each starts from its parent's open boxes)."""
+    cut by its deadline goes on in the nodes (each starts from its parent's open boxes).
+    ``apart_back``: as :func:`~geoplan.cost.site_branching.branch_on_sites`'s."""
     if not math.isfinite(remaining) or not math.isfinite(pb.value) or (
             incumbent is not None and proves(pb.value, incumbent)):
         return pb
     from geoplan.cost.site_branching import branch_on_sites
 
     deadline = time.perf_counter() + share * remaining
-    br = branch_on_sites(instance, pb, incumbent, deadline, stop, workers=workers)
+    br = branch_on_sites(instance, pb, incumbent, deadline, stop, workers=workers,
+                         apart_back=apart_back)
     if br.nodes == 0:
         return pb
     names = bounds.site_names(instance) or []

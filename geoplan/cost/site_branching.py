@@ -119,7 +119,24 @@ x more than once (gapped nodes, as above) and those stepping back three times or
 twice took 48 ms each on six sites and left 1.09 % where this leaves none. At metro N=64
 L=48 lambda 1 (instance seed 149, 15 s root search, one core, the best plan as
 incumbent) the last open node was the part of six sites keeping B apart, 0.195 % below
-the best plan; split so, branching proved the plan in 68 s.
+the best plan; split so, branching proved the plan in 68 s. With ``apart_back=3`` a part
+stepping back three times or more is split the same way, into gapped nodes stepping back
+exactly three times and the part stepping back four times or more (off by default:
+:data:`_APART_GAP_BACK`).
+
+**Four visits.** The walk DP holds at most :data:`~geoplan.cost.parametric.MAX_VISITS`
+(three) visits per site; four would take 13^4 DP states per site (about 1 GB of traced
+buffers at N=64). The plans stepping back exactly three times that visit the kept-apart
+site x four times (every other site once) are instead a *joined* gapped node: its middle
+holds x three times. Joining x's second and third visits into one run (x_2's stages,
+then x_3's) maps such a plan to a walk of that node that costs no more under the
+node's prices: x_2's last send and x_3's first become intra-site sends, which the
+joined run (alone) prices by the GPU's cheapest link of any kind, so no higher than the
+inter-site sends they were (``parametric_bound(joined=...)``); the visits between x_2 and x_3
+keep their GPUs, and each of their sends is priced by the cheapest link to any site of
+the middle, which holds both its real neighbour x and its new one. The first and last
+visits are untouched, so the node may be parted by its first and last site; not by the
+site after a prefix, whose sends a prefix prices by its known neighbours.
 
 **Prefixes.** A once-each node (five to seven sites: the plans visiting each site once,
 ``once=True``: one run per site, walk prices bounded by paths) is parted by the site its
@@ -246,6 +263,12 @@ _PREFIX = "<prefix>"
 #: each send priced by the sites that may be there.
 _GAP = "<gap>"
 _SEP = "<|>"
+#: The plans stepping back exactly three times that visit one site x four times and every
+#: other site once, as a gapped node whose middle holds x three times: (_JOINED, *prefix,
+#: _SEP, *middle, _SEP, *suffix). Each such walk, with x's second and third visits joined
+#: into one run, is a walk of that node (module docstring, "Four visits"); parted by its
+#: first and last site only.
+_JOINED = "<gap-joined>"
 #: A residual split again by its walks: (the residual, its walks' steps back, the rest).
 _RESIDUAL_SPLITS = {_REVISITS2: (2, _REVISITS3), _REVISITS3: (3, _REVISITS4)}
 #: The plans of a residual that visit a given site twice or more, (_APART, site, the
@@ -266,17 +289,19 @@ _ORDER_SITES = 7
 _GAP_SITES = 7
 #: The steps back of the residuals split so (the rest: the next residual).
 _GAP_BACK = (1,)
-_NEXT_RESIDUAL = {_REVISITS: _REVISITS2, _REVISITS2: _REVISITS3}
-#: A kept-apart node of a residual with these steps back (on at most _GAP_SITES sites)
-#: that stays below the incumbent after its second search is split too: into the plans
-#: stepping back exactly that often (gapped nodes; the site kept apart among those
-#: visited more than once) and those stepping back more (the next residual's node,
-#: the same site kept apart). Not 3: the plans stepping back exactly three times include
-#: those visiting the kept-apart site four times, beyond the walk DP's MAX_VISITS, so
-#: gapped nodes would not cover them. (Leaving them out, as a trial did, raised metro N=64
-#: L=48 lambda 1, instance seed 251, from 0.23 % to 0.15 % at 120 s, on a bound that is
-#: then not proven.)
-_APART_GAP_BACK = (2,)
+_NEXT_RESIDUAL = {_REVISITS: _REVISITS2, _REVISITS2: _REVISITS3, _REVISITS3: _REVISITS4}
+#: A kept-apart node of a residual stepping back at least twice and at most this often (on
+#: at most _GAP_SITES sites) that stays below the incumbent after its second search is
+#: split too: into the plans stepping back exactly that often (gapped nodes; the site kept
+#: apart among those visited more than once) and those stepping back more (the next
+#: residual's node, the same site kept apart). With three steps back (``apart_back=3``,
+#: :func:`branch_on_sites`) the plans visiting the kept-apart site four times, beyond the
+#: walk DP's MAX_VISITS, are joined nodes (:data:`_JOINED`). Not by default: at metro
+#: N=64 L=48 lambda 1 (milp, two threads, 120 s) it took instance seed 251 from 0.23 % to
+#: 0.16-0.18 %, but on seed 661 branching took 56 s instead of 17 s (the best plan as
+#: incumbent) for the same bound, where HiGHS closes the final kept-apart nodes as a
+#: class in under a second.
+_APART_GAP_BACK = 2
 #: On at most this many sites the plans visiting some site twice are split further: one
 #: node per walk that visits one site twice and the others once (18 walks on 3 sites,
 #: 144 on 4, 1200 on 5), and the rest (two or more steps back).
@@ -329,12 +354,12 @@ def _is_walk(kind: _Kind) -> bool:
     """Whether a node's kind is a site walk (its visits' sites in order; a path if none
     repeats)."""
     return bool(kind) and kind not in _RESIDUALS and kind != _ONCE and \
-        kind[0] not in (_APART, _PREFIX, _GAP)
+        kind[0] not in (_APART, _PREFIX, _GAP, _JOINED)
 
 
-def _gap_kind(prefix: tuple[str, ...], middle: tuple[str, ...], suffix: tuple[str, ...]
-              ) -> _Kind:
-    return (_GAP, *prefix, _SEP, *sorted(middle), _SEP, *suffix)
+def _gap_kind(prefix: tuple[str, ...], middle: tuple[str, ...], suffix: tuple[str, ...],
+              marker: str = _GAP) -> _Kind:
+    return (marker, *prefix, _SEP, *sorted(middle), _SEP, *suffix)
 
 
 def _gap_split(kind: _Kind) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
@@ -362,29 +387,37 @@ def _gap_roots(allowed: frozenset[str], back: int, twice: str | None = None
                ) -> list[tuple[frozenset[str], frozenset[str], _Kind]]:
     """The plans visiting every site of ``allowed`` and stepping back exactly ``back``
     times (and visiting ``twice``, if given, more than once), parted by the sites they
-    visit more than once (each at most :data:`~geoplan.cost.parametric.MAX_VISITS`
-    times) and the site they visit first."""
+    visit more than once and the site they visit first. A site visited once more than
+    the walk DP holds (:data:`~geoplan.cost.parametric.MAX_VISITS`), every other once, is
+    a joined node (:data:`_JOINED`); no other such plans are counted."""
     sites = sorted(allowed)
     out = []
     for extra in itertools.combinations_with_replacement(sites, back):
-        if max(extra.count(x) for x in extra) < MAX_VISITS and (
-                twice is None or twice in extra):
+        if twice is not None and twice not in extra:
+            continue
+        most = max(extra.count(x) for x in extra)
+        if most < MAX_VISITS:
             out += _gap_parts(allowed, (), tuple(sorted((*sites, *extra))), ())
+        elif most == MAX_VISITS == back and len(sites) > MAX_VISITS:
+            # x visited MAX_VISITS + 1 times needs MAX_VISITS other sites between.
+            out += _gap_parts(allowed, (), tuple(sorted((*sites, *extra[1:]))), (), _JOINED)
     return out
 
 
 def _gap_parts(allowed: frozenset[str], prefix: tuple[str, ...], middle: tuple[str, ...],
-               suffix: tuple[str, ...]) -> list[tuple[frozenset[str], frozenset[str], _Kind]]:
+               suffix: tuple[str, ...], marker: str = _GAP
+               ) -> list[tuple[frozenset[str], frozenset[str], _Kind]]:
     """A gapped node's plans, parted: by the walk's first site (no prefix yet), else its
     last (no suffix yet), else the site after the prefix; a part with two visits or fewer
-    left in the middle by its walks."""
+    left in the middle by its walks. A joined node (``marker`` :data:`_JOINED`) is parted
+    by its first and last site only: its parts stay gapped."""
     kinds: list[_Kind] = []
 
     def add(p: tuple[str, ...], m: tuple[str, ...], s: tuple[str, ...]) -> None:
         if not _arrangeable(p[-1] if p else None, m, s[0] if s else None):
             return
-        if len(m) > 2:
-            kinds.append(_gap_kind(p, m, s))
+        if len(m) > 2 or marker == _JOINED:
+            kinds.append(_gap_kind(p, m, s, marker))
             return
         for order in sorted(set(itertools.permutations(m))):
             walk = (*p, *order, *s)
@@ -395,6 +428,8 @@ def _gap_parts(allowed: frozenset[str], prefix: tuple[str, ...], middle: tuple[s
         i = middle.index(x)
         return middle[:i] + middle[i + 1:]
 
+    if marker == _JOINED and prefix and suffix:
+        return []
     if len(middle) <= 2:
         add(prefix, middle, suffix)
     else:
@@ -420,8 +455,9 @@ def _sends(allowed: frozenset[str], forced: frozenset[str], kind: _Kind
         return len(forced) + _revisits(kind)[0] - 1, None
     if kind == _ONCE or kind[0] == _PREFIX:
         return len(allowed) - 1, len(allowed) - 1
-    if kind[0] == _GAP:
-        visits = sum(map(len, _gap_split(kind)))
+    if kind[0] in (_GAP, _JOINED):
+        # A joined node's plans make one visit more than its walks (two joined in one).
+        visits = sum(map(len, _gap_split(kind))) + (kind[0] == _JOINED)
         return visits - 1, visits - 1
     return len(kind) - 1, len(kind) - 1  # a path or a walk: its visits
 
@@ -483,10 +519,12 @@ def _node_bound(instance: Instance, allowed: frozenset[str], forced: frozenset[s
     sub, names = pool.instance, pool.names
     path = _path_labels(pool, kind)
     revisits, apart = _revisits(kind)
-    gapped = None
-    if kind and kind[0] == _GAP:
+    gapped = joined = None
+    if kind and kind[0] in (_GAP, _JOINED):
         p, m, s = (tuple(names.index(x) for x in part) for part in _gap_split(kind))
         gapped = (p, m, s)
+        if kind[0] == _JOINED:  # the site visited most: MAX_VISITS times, once joined
+            joined = max(m, key=lambda k: (p + m + s).count(k))
     pb = parametric_bound(sub.coefficients(), sub.layers, pool.cluster,
                           ObjectiveWeights.from_instance(sub), incumbent=incumbent,
                           deadline=deadline, stop=stop,
@@ -495,7 +533,7 @@ def _node_bound(instance: Instance, allowed: frozenset[str], forced: frozenset[s
                           prefix=tuple(names.index(s) for s in kind[1:])
                           if kind and kind[0] == _PREFIX else None,
                           keep_apart=None if apart is None else names.index(apart),
-                          gapped=gapped,
+                          gapped=gapped, joined=joined,
                           start=start, tables=pool.tables,
                           start_stall=0 if deep else START_STALL)
     return pb, names
@@ -566,7 +604,7 @@ def _path_plans(instance: Instance, pb: ParametricBound, kind: _Kind, pool: _Poo
 
 def branch_on_sites(instance: Instance, root: ParametricBound, incumbent: float | None,
                     deadline: float, stop: Callable[[], bool] | None = None,
-                    workers: int = 1) -> SiteBranching:
+                    workers: int = 1, apart_back: int = _APART_GAP_BACK) -> SiteBranching:
     """Refine ``root`` (the search on the whole instance) by branching on sites until
     ``deadline`` (``time.perf_counter()``) or ``stop()``; the value is proven, and at
     least ``root.value`` (or the objective of the plan found, if that is less).
@@ -578,7 +616,12 @@ def branch_on_sites(instance: Instance, root: ParametricBound, incumbent: float 
 
     ``workers`` > 1: node searches run in that many forked processes at once
     (:mod:`geoplan.solving.forkpool`), least bound first as on one; a search started
-    with an older incumbent runs again when its node comes up, as above."""
+    with an older incumbent runs again when its node comes up, as above.
+
+    ``apart_back`` (2 or 3): how many steps back a kept-apart node may take and still be
+    split by them (:data:`_APART_GAP_BACK`)."""
+    if apart_back not in (2, 3):
+        raise ValueError(f"apart_back is 2 or 3 (the walk DP's visits), not {apart_back}")
     t0 = time.perf_counter()
     root_names = bounds.site_names(instance)  # cluster label k is root_names[k]
     if root_names is None or len(root_names) < 3 or not root.site_sets:
@@ -686,7 +729,7 @@ def branch_on_sites(instance: Instance, root: ParametricBound, incumbent: float 
                     break
                 free = sorted(allowed - used - forced, key=lambda x: (
                     min((trip[idx[u], idx[x]] for u in used), default=0.0), x))
-                parts = _split(allowed, forced, kind, used, free, boxes.get(tie))
+                parts = _split(allowed, forced, kind, used, free, boxes.get(tie), apart_back)
                 start, ran_with, done, deep = boxes.get(tie, (None, math.inf, True, True))
                 splittable = parts is not None
                 # A node searched with a worse incumbent (a path node's proof may need the
@@ -753,13 +796,14 @@ _Part = tuple[frozenset[str], frozenset[str], _Kind, float, tuple[Box, ...] | No
 
 
 def _split(allowed: frozenset[str], forced: frozenset[str], kind: _Kind, used: frozenset[str],
-           free: list[str], state: tuple[tuple[Box, ...], float, bool, bool] | None
-           ) -> list[tuple[frozenset[str], frozenset[str], _Kind]] | None:
+           free: list[str], state: tuple[tuple[Box, ...], float, bool, bool] | None,
+           max_back: int = 2) -> list[tuple[frozenset[str], frozenset[str], _Kind]] | None:
     """The parts a node is split into (module docstring), None if it cannot be split.
 
     ``free``: the allowed sites its minimiser leaves unused and unforced, likeliest to
     lend it a cheap link first; ``state``: its search's (boxes, incumbent, exhausted,
-    deep), if it ran."""
+    deep), if it ran; ``max_back``: kept-apart nodes stepping back at least twice and at
+    most this often are split by their steps back (:data:`_APART_GAP_BACK`)."""
     ordered = not free and not kind and bool(used) and 2 <= len(allowed) <= _ORDER_SITES
     # The plans on a few sites stepping back twice or more: by their walk, once more.
     walks2 = not free and kind in _RESIDUAL_SPLITS and bool(used) and \
@@ -768,13 +812,15 @@ def _split(allowed: frozenset[str], forced: frozenset[str], kind: _Kind, used: f
     # the site they visit twice (gapped nodes), and the rest.
     once_back = not free and _RESIDUALS.get(kind, 0) in _GAP_BACK and bool(used) and \
         len(allowed) <= _GAP_SITES
-    gapped = not free and bool(kind) and kind[0] == _GAP
+    # A joined node is split by its first and last site only (module docstring).
+    gapped = not free and bool(kind) and (kind[0] == _GAP or (kind[0] == _JOINED and not (
+        all(_gap_split(kind)[::2]))))
     # The other residuals: by a site they visit twice or more (a cover of the plans).
     apart = not free and kind in _RESIDUALS and not walks2 and not once_back and bool(used)
     deep = True if state is None else state[3]
     # A kept-apart node its second search leaves below the incumbent: by its steps back.
     apart_back = not free and bool(kind) and kind[0] == _APART and deep and \
-        _revisits(kind)[0] in _APART_GAP_BACK and len(allowed) <= _GAP_SITES
+        2 <= _revisits(kind)[0] <= max_back and len(allowed) <= _GAP_SITES
     # The plans visiting each site once: by the order of their first sites.
     prefixed = not free and bool(kind) and (kind == _ONCE or kind[0] == _PREFIX)
     if not (bool(used) and bool(free or ordered or walks2 or apart or prefixed
@@ -792,7 +838,7 @@ def _split(allowed: frozenset[str], forced: frozenset[str], kind: _Kind, used: f
         parts.append((allowed, allowed, _NEXT_RESIDUAL[kind]))
         return parts
     if gapped:
-        return _gap_parts(allowed, *_gap_split(kind))
+        return _gap_parts(allowed, *_gap_split(kind), kind[0])
     if apart:
         return [(allowed, allowed, (_APART, x, kind[0])) for x in sorted(allowed)]
     if apart_back:

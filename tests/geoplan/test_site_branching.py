@@ -332,6 +332,167 @@ def test_gapped_bounds_never_exceed_the_plans_they_count(family: str, seed: int,
         parametric_bound(*args, max_boxes=10, gapped=((0,), (1, 2), (3,)), revisits=1)
 
 
+@pytest.mark.parametrize(("family", "seed", "lam", "sites"), [
+    ("metro", 5, 1.0, "AAAABCD"), ("geo", 4, 0.5, "AABACDA"), ("metro", 1, 0.5, "AAAAABCD"),
+    ("geo", 2, 1.0, "AABAACDA"),
+])
+def test_joined_bounds_never_exceed_the_plans_they_count(family: str, seed: int, lam: float,
+                                                         sites: str) -> None:
+    """N=7 and 8 on four sites (L=8; relabelled as above), the plans stepping back three
+    times that visit A four times (the walk DP holds three visits): every joined node met
+    when splitting them (by first and last site) bounds the best such plan whose walk
+    starts and ends as it says (the reference over every GPU order), and so does each
+    node's least child; some rise above the kept-apart bound they replace (not a no-op)."""
+    d = generators.by_family(family, len(sites), 8, seed, lam=lam)
+    for g, x in zip(d["gpus"], sites, strict=True):
+        g["site"] = x
+    inst = resolve_normalisers(Instance.from_dict(d))
+    cl = bounds.clusters(inst)
+    names = bounds.site_names(inst)
+    assert names is not None
+    args = (inst.coefficients(), inst.layers, cl, Evaluator(inst).weights)
+    label = {x: names.index(x) for x in names}
+    by_walk: dict[tuple[str, ...], list[list[int]]] = {}
+    for k in range(7, inst.n + 1):
+        for o in itertools.permutations(range(inst.n), k):
+            walk = tuple(names[x] for x in _site_walk(o, cl))
+            if len(walk) == 7 and walk.count("A") == 4:
+                by_walk.setdefault(walk, []).append(list(o))
+    assert by_walk
+
+    def bound(kind: tuple[str, ...]) -> float:
+        p, m, s = site_branching._gap_split(kind)
+        return parametric_bound(*args, max_boxes=400, joined=label["A"], gapped=tuple(
+            tuple(label[x] for x in part) for part in (p, m, s))).value  # type: ignore[arg-type]
+
+    def best_held(kind: tuple[str, ...]) -> float:
+        p, _, s = site_branching._gap_split(kind)
+        orders = [o for w, os in by_walk.items() if w[:len(p)] == p
+                  and w[len(w) - len(s):] == s for o in os]
+        return reference_optimum(inst, orders)[0] if orders else math.inf
+
+    apart = parametric_bound(*args, max_boxes=400, forced=tuple(range(4)), revisits=3,
+                             keep_apart=label["A"]).value
+    allowed = frozenset(names)
+    roots = [c for _, _, c in site_branching._gap_roots(allowed, 3, "A")]
+    joined = [c for c in roots if c[0] == site_branching._JOINED]
+    assert joined
+    todo = [(c, bound(c)) for c in joined]
+    raised = 0
+    while todo:
+        kind, value = todo.pop()
+        best = best_held(kind)
+        assert value <= best * (1 + 1e-12), (kind, value, best)
+        raised += value > apart * (1 + 1e-6)
+        children = [(c, bound(c)) for _, _, c in site_branching._gap_parts(
+            allowed, *site_branching._gap_split(kind), kind[0])]
+        if children:
+            assert min(v for _, v in children) <= best * (1 + 1e-12)
+        todo += children
+    assert raised >= 2
+    with pytest.raises(ValueError, match="joined"):
+        parametric_bound(*args, max_boxes=10, joined=0)
+    with pytest.raises(ValueError, match="joined"):
+        parametric_bound(*args, max_boxes=10, gapped=((0,), (1, 2), (3,)), joined=0)
+
+
+@pytest.mark.parametrize("k", [4, 5])
+def test_three_steps_back_parts_cover_every_walk(k: int) -> None:
+    """The parts of a kept-apart node stepping back exactly three times (B kept apart):
+    split again and again, the gapped ones end in every walk visiting B two or three times
+    (no site more than three), and the joined ones hold every walk visiting B four times,
+    as that walk with B's second and third visits joined; joined nodes stop at their first
+    and last site."""
+    sites = sorted("ABCDEFG"[:k])
+    allowed = frozenset(sites)
+    leaves: list[tuple[str, ...]] = []
+    joined: list[tuple[str, ...]] = []
+    todo = [c for _, _, c in site_branching._gap_roots(allowed, 3, "B")]
+    while todo:
+        kind = todo.pop()
+        if kind[0] not in (site_branching._GAP, site_branching._JOINED):
+            leaves.append(kind)
+            continue
+        parts = site_branching._gap_parts(allowed, *site_branching._gap_split(kind), kind[0])
+        if kind[0] == site_branching._JOINED:
+            p, _, s = site_branching._gap_split(kind)
+            assert (parts == []) == (bool(p) and bool(s))
+            if not parts:
+                joined.append(kind)
+        todo += [c for _, _, c in parts]
+    walks = site_branching.walks_stepping_back(sites, 3)
+    assert sorted(leaves) == [w for w in walks if 1 < w.count("B") <= 3
+                              and max(map(w.count, w)) <= 3]
+    four = [w for w in walks if w.count("B") == 4]
+    assert four and all(c[0] == site_branching._JOINED for c in joined)
+    for w in four:
+        at = [i for i, x in enumerate(w) if x == "B"]
+        pseudo = w[:at[2]] + w[at[2] + 1:]  # the third visit joined to the second
+        assert any(_held(c, pseudo) for c in joined), w
+
+
+def test_kept_apart_nodes_stepping_back_three_times_split_when_asked() -> None:
+    """With ``max_back=3`` a kept-apart node stepping back three times or more (after its
+    second search) is split into gapped and joined nodes and the next residual; by
+    default it is final. Stepping back twice, it is split either way."""
+    sb = site_branching
+    a = frozenset("ABCDEF")
+    deep = ((), 0.0, True, True)
+    three = (sb._APART, "B", "<revisits3>")
+    parts = sb._split(a, a, three, a, [], deep, 3)
+    assert parts is not None
+    kinds = [k for _, _, k in parts]
+    assert (sb._APART, "B", "<revisits4>") in kinds
+    assert any(k[0] == sb._JOINED for k in kinds) and any(k[0] == sb._GAP for k in kinds)
+    assert sb._split(a, a, three, a, [], deep) is None
+    two = (sb._APART, "B", "<revisits2>")
+    assert sb._split(a, a, two, a, [], deep, 3) == sb._split(a, a, two, a, [], deep)
+    assert sb._split(a, a, two, a, [], deep) is not None
+    # A joined node with its first and last site known is final.
+    joined = sb._gap_kind(("A",), ("B", "B", "C", "D", "E", "F"), ("B",), sb._JOINED)
+    assert sb._split(a, a, joined, a, [], deep, 3) is None
+    inst = _instance("metro", 12, 12, 0, 1.0)
+    root = instance_bound(inst, None, 1.0, 5.0)
+    with pytest.raises(ValueError, match="apart_back"):
+        site_branching.branch_on_sites(inst, root, None, time.perf_counter() + 1, apart_back=4)
+
+
+def test_branching_with_three_steps_back_stays_below_the_optimum(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """metro N=9 L=10 on five sites (relabelled AAABBCCDE), no incumbent: branching that
+    also splits kept-apart nodes stepping back three times searches joined nodes and
+    stays below B&B's proven optimum, like the default (which searches none)."""
+    d = generators.by_family("metro", 9, 10, 1, lam=1.0)
+    for g, x in zip(d["gpus"], "AAABBCCDE", strict=True):
+        g["site"] = x
+    inst = resolve_normalisers(Instance.from_dict(d))
+    opt = solve(inst, "bnb", seed=1, time_limit=600, threads=1, params={"parametric": False})
+    assert opt.status == "optimal" and opt.objective is not None
+    searched: list[tuple[str, ...]] = []
+    node_bound = site_branching._node_bound
+
+    def spy(instance: Instance, allowed: Any, forced: Any, kind: tuple[str, ...], *args: Any,
+            **kw: Any) -> Any:
+        searched.append(kind)
+        return node_bound(instance, allowed, forced, kind, *args, **kw)
+
+    monkeypatch.setattr(site_branching, "_node_bound", spy)
+    root = instance_bound(inst, None, 1.0, 60.0)
+    for back, joined in ((2, False), (3, True)):
+        searched.clear()
+        br = site_branching.branch_on_sites(inst, root, None, time.perf_counter() + 600,
+                                            apart_back=back)
+        assert root.value <= br.value <= opt.objective * (1 + 1e-12), (back, br.value)
+        assert any(k and k[0] == site_branching._JOINED for k in searched) == joined
+
+
+def _held(kind: tuple[str, ...], walk: tuple[str, ...]) -> bool:
+    """Whether a gapped node holds ``walk`` (its prefix, suffix and middle's multiset)."""
+    p, m, s = site_branching._gap_split(kind)
+    return walk[:len(p)] == p and walk[len(walk) - len(s):] == s and \
+        sorted(walk[len(p):len(walk) - len(s)]) == sorted(m)
+
+
 @pytest.mark.parametrize(("k", "back", "twice"), [
     (3, 1, None), (4, 1, None), (5, 1, None), (3, 2, None), (4, 2, None), (3, 2, "B"),
     (5, 2, "C"),
@@ -548,6 +709,9 @@ def test_sends_of_each_node_kind() -> None:
     assert sb._sends(a, a, (sb._PREFIX, "C")) == (3, 3)
     assert sb._sends(a, a, ("A", "B", "A", "C", "D")) == (4, 4)
     assert sb._sends(a, a, sb._gap_kind(("A",), ("B", "C", "D"), ("B",))) == (4, 4)
+    # A joined node's plans make one visit more than its walks: A B A C A D A.
+    joined = sb._gap_kind(("A",), ("A", "B", "C", "D"), ("A",), sb._JOINED)
+    assert sb._sends(a, a, joined) == (6, 6)
 
 
 def test_few_path_nodes_are_classes_of_their_own() -> None:
