@@ -56,6 +56,13 @@ class SiteSearchParams(SolverParams):
                                  "site_branching_share of the budget left")
     site_branching_share: float = param(0.75, "at most this share of the budget left for "
                                         "site branching", at_least=0.0, at_most=1.0)
+    site_branching_back: int = param(2, "kept-apart nodes stepping back up to this often "
+                                     "are split by their steps back; 3 also splits those "
+                                     "stepping back three times (joined nodes for a site "
+                                     "visited four times): a higher bound where branching "
+                                     "holds it, slower where HiGHS would close those nodes "
+                                     "(geoplan.cost.site_branching._APART_GAP_BACK)",
+                                     at_least=2, at_most=3)
     memetic_share: float = param(0.0, "before site branching, the memetic algorithm (the "
                                  "paper's stop) from the best plan for at most this share of "
                                  "the budget left (0: none; bench/milp_memetic.py)",
@@ -289,7 +296,8 @@ def after_bound(instance: Instance, options: SolveOptions, params: SiteSearchPar
     if branch_share > 0 and not options.stopped():
         refined = refine_by_sites(instance, pb, None if best is None else best[1],
                                   branch_share, options.remaining(), options.stopped,
-                                  workers=options.threads)
+                                  workers=options.threads,
+                                  apart_back=params.site_branching_back)
         found = None
         if refined.plan is not None:
             plan = Plan.from_pairs(refined.plan)

@@ -14,6 +14,7 @@ from geoplan.cost import bounds, evaluate
 from geoplan.cost.baseline import metis_default_plan
 from geoplan.cost.normalise import resolve_normalisers
 from geoplan.cost.parametric import PlanClasses, instance_bound, proves
+from geoplan.errors import InputError
 from geoplan.model import generators
 from geoplan.model.instance import Instance
 from geoplan.solving.core import SolveOptions, solve
@@ -128,6 +129,28 @@ def test_a_set_cut_short_before_branching_is_searched_again_after(
     assert rows[0]["before_branching"]
     later = calls[1] if len(calls) > 1 else []
     assert (calls[0][0] in later) == (status == "feasible")
+
+
+@pytest.mark.parametrize("back", [None, 3])
+def test_branching_gets_the_steps_back_it_is_asked_to_split(
+        monkeypatch: pytest.MonkeyPatch, back: int | None) -> None:
+    """``site_branching_back`` reaches branching (2 unless given); a value outside 2-3 is
+    refused with its parameter's name."""
+    seen: list[object] = []
+
+    def fake(instance: Instance, pb: object, *a: object, **k: object) -> object:
+        seen.append(k.get("apart_back"))
+        return pb
+
+    monkeypatch.setattr(site_subsets, "refine_by_sites", fake)
+    inst = _instance("metro", 10, 1)
+    start = metis_default_plan(inst)
+    params = {"heuristic": False, "site_paths": False, "site_subsets": False, **NO_MA}
+    solve(inst, "milp", seed=0, time_limit=60, threads=1, warm_start=start,
+          params={**params, **({} if back is None else {"site_branching_back": back})})
+    assert seen == [2 if back is None else back]
+    with pytest.raises(InputError, match="site_branching_back"):
+        SlicedParams.parse({"site_branching_back": 4})
 
 
 @pytest.mark.parametrize(("class_sites", "classes_solved", "late"),
