@@ -297,10 +297,10 @@ _NEXT_RESIDUAL = {_REVISITS: _REVISITS2, _REVISITS2: _REVISITS3, _REVISITS3: _RE
 #: residual's node, the same site kept apart). With three steps back (``apart_back=3``,
 #: :func:`branch_on_sites`) the plans visiting the kept-apart site four times, beyond the
 #: walk DP's MAX_VISITS, are joined nodes (:data:`_JOINED`). Not by default: at metro
-#: N=64 L=48 lambda 1 (milp, two threads, 120 s) it took instance seed 251 from 0.23 % to
-#: 0.16-0.18 %, but on seed 661 branching took 56 s instead of 17 s (the best plan as
-#: incumbent) for the same bound, where HiGHS closes the final kept-apart nodes as a
-#: class in under a second.
+#: N=64 L=48 (milp, two threads, 120 s; bench/milp_three_back.py) it moved no gap beyond
+#: noise (instance seed 251: 0.16-0.22 % against 0.23 %), and on seed 661 (lambda 1)
+#: branching took 56 s instead of 17 s (the best plan as incumbent) for the same bound,
+#: where HiGHS closes the final kept-apart nodes as a class in under a second.
 _APART_GAP_BACK = 2
 #: On at most this many sites the plans visiting some site twice are split further: one
 #: node per walk that visits one site twice and the others once (18 walks on 3 sites,

@@ -3,6 +3,7 @@ each instance's two runs."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -39,3 +40,13 @@ def test_each_arm_sets_only_the_steps_back(monkeypatch: pytest.MonkeyPatch,
     milp_three_back.main(["--cases", "metro:8:8:1:1", "--out", str(tmp_path / "r.jsonl"),
                           "--time-limit", "5"])
     assert seen == [{"site_branching_back": 3}, {"site_branching_back": 2}]
+
+
+def test_the_stored_count_is_the_one_the_results_readme_states() -> None:
+    """bench/results/README.md quotes the stored run's count of proofs."""
+    rows = [json.loads(line) for line in milp_three_back.OUT.read_text().splitlines()]
+    assert len(rows) == 2 * len(milp_three_back.CASES)
+    line = milp_three_back.summary(rows)[-1]
+    assert line.startswith("proven: ")
+    readme = (milp_three_back.OUT.parent.parent / "README.md").read_text()
+    assert f"\n{line}\n" in readme
