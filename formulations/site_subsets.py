@@ -59,9 +59,9 @@ class SiteSearchParams(SolverParams):
     site_branching_back: int = param(2, "kept-apart nodes stepping back up to this often "
                                      "are split by their steps back; 3 also splits those "
                                      "stepping back three times (joined nodes for a site "
-                                     "visited four times): a higher bound where branching "
-                                     "holds it, slower where HiGHS would close those nodes "
-                                     "(geoplan.cost.site_branching._APART_GAP_BACK)",
+                                     "visited four times); slower where HiGHS would close "
+                                     "those nodes, and no gap moved beyond noise in "
+                                     "bench/milp_three_back.py",
                                      at_least=2, at_most=3)
     memetic_share: float = param(0.0, "before site branching, the memetic algorithm (the "
                                  "paper's stop) from the best plan for at most this share of "
