@@ -356,7 +356,7 @@ def _visit_tables(comm: np.ndarray, cluster: np.ndarray, order: np.ndarray,
             c_b = 0.0 if first else c_b
             c_f = 0.0 if last else c_f
             if (int(cluster[g]), j) == joined_at:
-                d_any = np.sort(comm[g, np.nonzero(both[g])[0]])
+                d_any = np.sort(comm[g, js])
                 c_j = d_any[0] if d_any.size else _INF
                 m2_j = d_any[0] + d_any[1] if d_any.size >= 2 else _INF
                 prices[g, j] = (m2_j, c_b + c_j, c_j + c_f, c_b + c_f)

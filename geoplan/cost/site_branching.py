@@ -797,7 +797,8 @@ _Part = tuple[frozenset[str], frozenset[str], _Kind, float, tuple[Box, ...] | No
 
 def _split(allowed: frozenset[str], forced: frozenset[str], kind: _Kind, used: frozenset[str],
            free: list[str], state: tuple[tuple[Box, ...], float, bool, bool] | None,
-           max_back: int = 2) -> list[tuple[frozenset[str], frozenset[str], _Kind]] | None:
+           max_back: int = _APART_GAP_BACK
+           ) -> list[tuple[frozenset[str], frozenset[str], _Kind]] | None:
     """The parts a node is split into (module docstring), None if it cannot be split.
 
     ``free``: the allowed sites its minimiser leaves unused and unforced, likeliest to
