@@ -26,7 +26,8 @@ settings.load_profile("geoplan")
 # and the bridge from geoplan Instances to the reference) are loaded by file and
 # registered by name, in dependency order; the test modules then simply
 # ``import reference_model`` (``strategies``, ``oracle``).
-for _name in ("reference_model", "strategies", "oracle", "hybrid_reference", "hybrid_bench_rows"):
+for _name in ("reference_model", "strategies", "oracle", "hybrid_reference", "hybrid_bench_rows",
+              "ab_bench_rows"):
     if _name not in sys.modules:
         _spec = importlib.util.spec_from_file_location(_name, DATA.parent / f"{_name}.py")
         assert _spec is not None and _spec.loader is not None

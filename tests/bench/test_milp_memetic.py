@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from ab_bench_rows import ab_row
+
 from bench import milp_memetic
 
 
 def _row(name: str, on: bool, status: str, wall: float, gap: float | None) -> dict[str, Any]:
-    return {"instance": name, "lambda": 0.5, "memetic_on": on, "status": status,
-            "wall_s": wall, "gap": gap, "highs_status": None, "load_before": 1.5}
+    return ab_row(milp_memetic.KEY, name, on, status, wall, gap)
 
 
 def test_summary_pairs_the_variants_and_counts_proofs() -> None:

@@ -3,16 +3,17 @@ step, and the step is toggled alone."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+from ab_bench_rows import ab_row, arm_params
 
-from bench import milp_memetic_after, milp_narrow
+from bench import milp_memetic_after
 
 
 def _row(name: str, on: bool, status: str, wall: float, gap: float | None) -> dict[str, Any]:
-    return {"instance": name, "lambda": 0.5, "memetic_after_on": on, "status": status,
-            "wall_s": wall, "gap": gap, "highs_status": None, "load_before": 0.5}
+    return ab_row(milp_memetic_after.KEY, name, on, status, wall, gap, load=0.5)
 
 
 def test_summary_pairs_the_variants_and_counts_proofs() -> None:
@@ -27,16 +28,7 @@ def test_summary_pairs_the_variants_and_counts_proofs() -> None:
 
 
 def test_each_arm_sets_only_the_step_after_branching(monkeypatch: pytest.MonkeyPatch,
-                                                     tmp_path: Any) -> None:
-    seen: list[dict[str, Any]] = []
-
-    def fake(inst: Any, on: bool, threads: int, tl: float, key: str = "",
-             params: dict[str, Any] | None = None) -> dict[str, Any]:
-        seen.append(dict(params or {}))
-        return {**_row(inst.name, on, "optimal", 1.0, 0.0), "objective": 1.0}
-
-    monkeypatch.setattr(milp_narrow, "run_one", fake)
-    milp_memetic_after.main(["--cases", "metro:8:8:1:1", "--out", str(tmp_path / "r.jsonl"),
-                             "--time-limit", "5"])
+                                                     tmp_path: Path) -> None:
+    seen = arm_params(monkeypatch, tmp_path, milp_memetic_after.KEY, milp_memetic_after.main)
     assert seen == [{"memetic_share": 0.0, "memetic_after_share": milp_memetic_after.SHARE},
                     {"memetic_share": 0.0, "memetic_after_share": 0.0}]

@@ -4,16 +4,17 @@ each instance's two runs."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+from ab_bench_rows import ab_row, arm_params
 
-from bench import milp_narrow, milp_three_back
+from bench import milp_three_back
 
 
 def _row(name: str, on: bool, status: str, wall: float, gap: float | None) -> dict[str, Any]:
-    return {"instance": name, "lambda": 1.0, "three_back": on, "status": status,
-            "wall_s": wall, "gap": gap, "highs_status": None, "load_before": 1.5}
+    return ab_row(milp_three_back.KEY, name, on, status, wall, gap, lam=1.0)
 
 
 def test_summary_pairs_the_variants_and_counts_proofs() -> None:
@@ -28,17 +29,8 @@ def test_summary_pairs_the_variants_and_counts_proofs() -> None:
 
 
 def test_each_arm_sets_only_the_steps_back(monkeypatch: pytest.MonkeyPatch,
-                                           tmp_path: Any) -> None:
-    seen: list[dict[str, Any]] = []
-
-    def fake(inst: Any, on: bool, threads: int, tl: float, key: str = "",
-             params: dict[str, Any] | None = None) -> dict[str, Any]:
-        seen.append(dict(params or {}))
-        return {**_row(inst.name, on, "optimal", 1.0, 0.0), "objective": 1.0}
-
-    monkeypatch.setattr(milp_narrow, "run_one", fake)
-    milp_three_back.main(["--cases", "metro:8:8:1:1", "--out", str(tmp_path / "r.jsonl"),
-                          "--time-limit", "5"])
+                                           tmp_path: Path) -> None:
+    seen = arm_params(monkeypatch, tmp_path, milp_three_back.KEY, milp_three_back.main)
     assert seen == [{"site_branching_back": 3}, {"site_branching_back": 2}]
 
 

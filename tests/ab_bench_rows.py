@@ -1,0 +1,35 @@
+"""Rows and a stubbed run for the MILP on/off benches (bench.milp_narrow.ab_main and the
+benches built on it), shared by their tests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import milp_narrow
+
+
+def ab_row(key: str, name: str, on: bool, status: str, wall: float, gap: float | None,
+           lam: float = 0.5, load: float = 1.5) -> dict[str, Any]:
+    """One stored row of an on/off bench whose variant is recorded under ``key``."""
+    return {"instance": name, "lambda": lam, key: on, "status": status, "wall_s": wall,
+            "gap": gap, "highs_status": None, "load_before": load}
+
+
+def arm_params(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, key: str,
+               main: Callable[[list[str]], int]) -> list[dict[str, Any]]:
+    """The solver parameters each arm of ``main`` runs with, on one tiny instance (the
+    runs stubbed)."""
+    seen: list[dict[str, Any]] = []
+
+    def fake(inst: Any, on: bool, threads: int, tl: float, **kw: Any) -> dict[str, Any]:
+        params = kw.get("params")
+        seen.append(dict(params or {}))
+        return {**ab_row(key, inst.name, on, "optimal", 1.0, 0.0), "objective": 1.0}
+
+    monkeypatch.setattr(milp_narrow, "run_one", fake)
+    main(["--cases", "metro:8:8:1:1", "--out", str(tmp_path / "r.jsonl"), "--time-limit", "5"])
+    return seen
