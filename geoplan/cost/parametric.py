@@ -422,27 +422,65 @@ def _layer_cap(mem, price, c, o, z_hi, L):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _dp_buffers(n_pos, n_st, n_close, L, trace):  # pragma: no cover - compiled
-    """The arrays of a GPU-by-GPU DP over ``n_st`` states (:func:`_relaxation_dp`,
-    :func:`_walk_dp`): trace records (placeholders of one position and layer count
-    without ``trace``: _window never writes them), the value, stage count and mask code
-    per state and layer count (V, K, E; state 0 at 0 layers is 0, all else inf), their
-    next-position copies (W, KW, EW), the window's queue, and the rows that may hold a
-    finite value in V (alive) and in W (nalive)."""
+def _trace_buffers(n_pos, n_st, n_close, L, trace):  # pragma: no cover - compiled
+    """The trace records of a GPU-by-GPU DP over ``n_st`` states (:func:`_relaxation_dp`,
+    :func:`_walk_dp`); without ``trace``, placeholders of one position and layer count
+    (_window never writes them)."""
     n_p = n_pos if trace else 1
     n_ell = L + 1 if trace else 1
     TS = np.full((n_p, n_st, n_ell), -1, np.int32)
     TB = np.zeros((n_p, n_st, n_ell), np.int32)
     TR = np.zeros((n_p, n_st, n_ell), np.int32)
     TC = np.full((n_p, n_close, n_ell), -1, np.int32)
-    V = np.full((n_st, L + 1), np.inf)
-    K = np.zeros((n_st, L + 1), np.int64)
-    E = np.zeros((n_st, L + 1), np.int64)
+    return TS, TB, TR, TC
+
+
+#: Work arrays of the DPs by (states, L) (:func:`_work`); cleared when it holds this many.
+_WORK: dict[tuple[int, int], tuple[np.ndarray, ...]] = {}
+_WORK_SIZES = 8
+
+
+def _work(n_st: int, L: int) -> tuple[np.ndarray, ...]:
+    """The value, stage count and mask code per state and layer count (V, K, E), their
+    next-position copies (W, KW, EW), the window's queue, and the rows that may hold a
+    finite value in V (alive) and in W (nalive), for a DP over ``n_st`` states.
+
+    Kept from call to call with every row dead and inf (each DP leaves them so,
+    :func:`_release`): fresh arrays of 2,197 states (a site visited three times) took 2.2
+    ms of a 3.2 ms walk DP at N=64, L=48 (a page fault per 4 KB). A DP call holds the GIL
+    throughout, so threads never share them mid-call."""
+    key = (n_st, L)
+    work = _WORK.get(key)
+    if work is None:
+        if len(_WORK) >= _WORK_SIZES:
+            _WORK.clear()
+        V = np.full((n_st, L + 1), np.inf)
+        K = np.zeros((n_st, L + 1), np.int64)
+        dead = np.zeros(n_st, np.bool_)
+        work = _WORK[key] = (V, K, K.copy(), V.copy(), K.copy(), K.copy(),
+                             np.empty(L + 1, np.int64), dead, dead.copy())
+    return work
+
+
+@njit(cache=True)
+def _start(V, K, E, alive):  # pragma: no cover - compiled
+    """State 0 at 0 layers: nothing placed, at no cost (every other row is dead and inf)."""
     V[0, 0] = 0.0
-    alive = np.zeros(n_st, np.bool_)
+    K[0, 0] = 0
+    E[0, 0] = 0
     alive[0] = True
-    return (TS, TB, TR, TC, V, K, E, V.copy(), K.copy(), E.copy(), np.empty(L + 1, np.int64),
-            alive, alive.copy())
+
+
+@njit(cache=True)
+def _release(V, W, alive, nalive):  # pragma: no cover - compiled
+    """Leave the work arrays as the next DP expects them: every row dead and inf (a
+    dead row is inf in its own array during a DP, so only rows alive in either move)."""
+    for s in range(V.shape[0]):
+        if alive[s] or nalive[s]:
+            V[s, :] = np.inf
+            W[s, :] = np.inf
+            alive[s] = False
+            nalive[s] = False
 
 
 @njit(cache=True)
@@ -459,7 +497,7 @@ def _next_position(V, K, E, W, KW, EW, alive, nalive):  # pragma: no cover - com
 @njit(cache=True)
 def _relaxation_dp(L, order, site_last, site_pow, site_price, comp, prices, cprices,
                    capmid, caplast, z_hi, o, ws, wp, wd, idle, dyn, mu, role_on,
-                   close_ok, force, double, trace):  # pragma: no cover - compiled
+                   close_ok, force, double, trace, work):  # pragma: no cover - compiled
     """min over role configurations of sum (ws tau + wp idle + wd dyn c n + mu) + ws
     (the closing sites' ``site_price[pos, mask]``); (value, k, the minimiser's mask code:
     the sum over sites of the mask it closes with times ``site_pow`` at its last position).
@@ -480,11 +518,9 @@ def _relaxation_dp(L, order, site_last, site_pow, site_price, comp, prices, cpri
     the role; per position, gl state and layer count the state its site closed from.
     """
     n_slot = _SEALED + 1
-    n_st = n_slot * 4
-    if np.any(double):
-        n_st = max(n_st, 4 * _PAIR_STATES)
-    TS, TB, TR, TC, V, K, E, W, KW, EW, dq, alive, nalive = _dp_buffers(
-        order.shape[0], n_st, 4, L, trace)
+    V, K, E, W, KW, EW, dq, alive, nalive = work
+    TS, TB, TR, TC = _trace_buffers(order.shape[0], V.shape[0], 4, L, trace)
+    _start(V, K, E, alive)
     caps = np.zeros(9, np.int64)
     kappas = np.zeros(9)
     for pos in range(order.shape[0]):
@@ -547,7 +583,12 @@ def _relaxation_dp(L, order, site_last, site_pow, site_price, comp, prices, cpri
                 ok = close_ok[m] and (slot == _SEALED or slot - 3 * m != 1)
                 _close_states(V, K, E, alive, L, slot, ok, site_pow[pos] * m,
                               ws * site_price[pos, m], TC, pos, trace)
-    return V[3, L], K[3, L], E[3, L], TS, TB, TR, TC
+    v, k, e = V[3, L], K[3, L], E[3, L]
+    if not v < np.inf:  # K and E of a row never reached are left from earlier calls
+        k = 0
+        e = 0
+    _release(V, W, alive, nalive)
+    return v, k, e, TS, TB, TR, TC
 
 
 #: A site whose runs are kept apart as two (:func:`_double_step`): a run's state is
@@ -767,7 +808,7 @@ def _canonical(t, j, twin_row):  # pragma: no cover - compiled
 
 @njit(cache=True)
 def _walk_dp(L, order, site_last, runs, comp, prices, is_last, twin, capmid, caplast, z_hi,
-             o, ws, wp, wd, idle, dyn, mu, trace):  # pragma: no cover - compiled
+             o, ws, wp, wd, idle, dyn, mu, trace, work):  # pragma: no cover - compiled
     """min over the plans on a site walk (relaxed) of sum (ws tau + wp idle + wd dyn c n
     + mu): each visit of a site is one run, a site visited R times holds R on distinct
     GPUs; (value, k) and, with ``trace``, the minimiser's choices in
@@ -785,9 +826,9 @@ def _walk_dp(L, order, site_last, runs, comp, prices, is_last, twin, capmid, cap
     must be used.
     """
     n_runs = prices.shape[1]
-    n_st = _RUN_STATES ** n_runs
-    TS, TB, TR, TC, V, K, E, W, KW, EW, dq, alive, nalive = _dp_buffers(
-        order.shape[0], n_st, 1, L, trace)
+    V, K, E, W, KW, EW, dq, alive, nalive = work
+    TS, TB, TR, TC = _trace_buffers(order.shape[0], V.shape[0], 1, L, trace)
+    _start(V, K, E, alive)
     for pos in range(order.shape[0]):
         g = order[pos]
         _next_position(V, K, E, W, KW, EW, alive, nalive)
@@ -857,7 +898,12 @@ def _walk_dp(L, order, site_last, runs, comp, prices, is_last, twin, capmid, cap
             V[0, :] = best
             K[0, :] = bk
             alive[0] = True
-    return V[0, L], K[0, L], E[0, L], TS, TB, TR, TC
+    v, k, e = V[0, L], K[0, L], E[0, L]
+    if not v < np.inf:  # K and E of a row never reached are left from earlier calls
+        k = 0
+        e = 0
+    _release(V, W, alive, nalive)
+    return v, k, e, TS, TB, TR, TC
 
 
 def _traceback(L: int, order: np.ndarray, site_last: np.ndarray, TS: np.ndarray,
@@ -1242,6 +1288,12 @@ class _Boxes:
         ``label``: the DP keeps two of its runs apart (:func:`_double_step`)."""
         self.double = self.cluster[self.order] == label
 
+    @property
+    def _relaxation_states(self) -> int:
+        """:func:`_relaxation_dp`'s states: site slots, or kept-apart pairs, by the
+        first/last flags."""
+        return 4 * max(_SEALED + 1, _PAIR_STATES if self.double.any() else 0)
+
     def _restricted(self, p: np.ndarray) -> np.ndarray:
         return p if self.role_ok is None else np.where(self.role_ok, p, _INF)
 
@@ -1407,7 +1459,8 @@ class _Boxes:
             runs, prices, is_last, twin = self.walk
             v, k, _, *rest = _walk_dp(self.L, self.order, self.site_last, runs, self.comp,
                                       prices, is_last, twin, self.mid[qa], self.last[qa], z_hi,
-                                      self.o, ws, wp, wd, self.idle, self.dyn, mu, trace)
+                                      self.o, ws, wp, wd, self.idle, self.dyn, mu, trace,
+                                      _work(_RUN_STATES ** prices.shape[1], self.L))
             return (v, k, self.walk_code, *rest)
         roles, close = _CASES[case]
         if case == 0 and self.double.any():  # a site visited twice: two or more sites
@@ -1418,7 +1471,7 @@ class _Boxes:
                               self.site_price, self.comp, self.prices, self.cost_prices,
                               self.mid[qa], self.last[qa], z_hi, self.o, ws, wp, wd,
                               self.idle, self.dyn, mu, roles, close, self.force,
-                              self.double, trace)
+                              self.double, trace, _work(self._relaxation_states, self.L))
 
     def minimiser(self) -> list[tuple[int, int, int]]:
         """The minimiser of the last DP run: (GPU, role, layers) per used GPU."""
