@@ -580,3 +580,62 @@ def test_site_sets_beyond_fifteen_sites() -> None:
     assert len(set(pb.site_sets)) == len(pb.site_sets)
     for used in pb.site_sets:
         assert list(used) == sorted(set(used)) and set(used) <= set(groups.tolist())
+
+
+def test_dp_values_do_not_depend_on_earlier_calls() -> None:
+    """The DPs keep their work arrays from call to call (``parametric._work``): each call,
+    made after calls of other kinds (kept-apart pairs, a site visited three times, caps
+    that leave no plan), gives what it gives on fresh arrays."""
+    inst = Instance.from_dict(generators.by_family("metro", 12, 12, 2, lam=1.0))
+    cl = bounds.clusters(inst)
+    sites = sorted(set(cl.tolist()))
+    c, w = inst.coefficients(), Evaluator(inst).weights
+    plain = parametric._Boxes(c, inst.layers, cl, w)
+    apart = parametric._Boxes(c, inst.layers, cl, w)
+    apart.keep_apart(sites[0])
+    walk = parametric._Boxes(c, inst.layers, cl, w)
+    walk.follow_gapped((), (sites[0],) * 3 + tuple(sites[1:]), ())
+    calls = [(bx, (qa, z, 1.0, 0.2, 0.1, mu, 1))
+             for bx in (plain, apart, walk) for qa in (2, 4)
+             for z in (bx.zmin(qa, bx.q_max) * 0.5, bx.zmin(qa, bx.q_max) * 1.3, bx.z_worst)
+             for mu in (0.0, 3.0)]
+
+    def values(bx: parametric._Boxes, args: tuple) -> tuple[float, int, int]:
+        v, k, e, *_ = bx._run_dp(*args, False)
+        return float(v), int(k), int(e)
+
+    fresh = []
+    for bx, args in calls:
+        parametric._WORK.clear()
+        fresh.append(values(bx, args))
+    kept = [values(bx, args) for bx, args in reversed(calls)][::-1]
+    assert kept == fresh
+    assert any(math.isfinite(v) for v, _, _ in fresh)
+    assert any(v == math.inf and k == 0 for v, k, _ in fresh)
+
+
+def test_merged_boxes_hold_the_same_plans_at_the_same_bounds() -> None:
+    """merge_boxes joins boxes of one stage-count range and one bound that meet end to
+    end, and nothing else: every (Q, Z) point of the parts lies in one merged box of the
+    same bound, and the merged boxes are no more than the parts."""
+    rng = random.Random(5)
+    boxes = []
+    for qa, qb in ((3, 3), (4, 6)):
+        cuts = sorted({round(rng.uniform(1.0, 2.0), 3) for _ in range(12)})
+        for za, zb in itertools.pairwise(cuts):
+            if rng.random() < 0.8:  # some gaps: boxes closed by the incumbent
+                boxes.append(parametric.Box(rng.choice([10.0, 10.0, 11.0]), qa, qb, za, zb,
+                                            rng.uniform(0.0, 5.0)))
+    merged = parametric.merge_boxes(boxes)
+    assert len(merged) < len(boxes)
+    assert [b.bound for b in merged] == sorted(b.bound for b in merged)
+    for b in boxes:
+        for z in (b.za, 0.5 * (b.za + b.zb), b.zb):
+            holders = [m for m in merged if (m.qa, m.qb) == (b.qa, b.qb) and m.za <= z <= m.zb]
+            assert any(m.bound == b.bound and m.s_floor <= b.s_floor for m in holders)
+    for m in merged:  # a merged box is a union of parts, with nothing between them
+        parts = sorted((b for b in boxes if (b.qa, b.qb, b.bound) == (m.qa, m.qb, m.bound)
+                        and m.za <= b.za and b.zb <= m.zb), key=lambda b: b.za)
+        assert parts[0].za == m.za and parts[-1].zb == m.zb
+        assert all(x.zb == y.za for x, y in itertools.pairwise(parts))
+        assert m.s_floor == min(b.s_floor for b in parts)
