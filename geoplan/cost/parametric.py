@@ -446,7 +446,7 @@ def _work(n_st: int, L: int) -> tuple[np.ndarray, ...]:
     finite value in V (alive) and in W (nalive), for a DP over ``n_st`` states.
 
     Kept from call to call with every row dead and inf (each DP leaves them so,
-    :func:`_release`): fresh arrays of 2,197 states (a site visited three times) took 2.2
+    :func:`_finish`): fresh arrays of 2,197 states (a site visited three times) took 2.2
     ms of a 3.2 ms walk DP at N=64, L=48 (a page fault per 4 KB). A DP call holds the GIL
     throughout, so threads never share them mid-call."""
     key = (n_st, L)
@@ -472,15 +472,22 @@ def _start(V, K, E, alive):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _release(V, W, alive, nalive):  # pragma: no cover - compiled
-    """Leave the work arrays as the next DP expects them: every row dead and inf (a
-    dead row is inf in its own array during a DP, so only rows alive in either move)."""
+def _finish(V, K, E, W, alive, nalive, row, L):  # pragma: no cover - compiled
+    """A DP's value, stage count and mask code at state ``row`` and L layers (0, 0 when
+    unreached: K and E of such a row are left from earlier calls); the work arrays left
+    as the next DP expects them: every row dead and inf (a dead row is inf in its own
+    array during a DP, so only rows alive in either move)."""
+    v, k, e = V[row, L], K[row, L], E[row, L]
+    if not v < np.inf:
+        k = 0
+        e = 0
     for s in range(V.shape[0]):
         if alive[s] or nalive[s]:
             V[s, :] = np.inf
             W[s, :] = np.inf
             alive[s] = False
             nalive[s] = False
+    return v, k, e
 
 
 @njit(cache=True)
@@ -583,11 +590,7 @@ def _relaxation_dp(L, order, site_last, site_pow, site_price, comp, prices, cpri
                 ok = close_ok[m] and (slot == _SEALED or slot - 3 * m != 1)
                 _close_states(V, K, E, alive, L, slot, ok, site_pow[pos] * m,
                               ws * site_price[pos, m], TC, pos, trace)
-    v, k, e = V[3, L], K[3, L], E[3, L]
-    if not v < np.inf:  # K and E of a row never reached are left from earlier calls
-        k = 0
-        e = 0
-    _release(V, W, alive, nalive)
+    v, k, e = _finish(V, K, E, W, alive, nalive, 3, L)
     return v, k, e, TS, TB, TR, TC
 
 
@@ -898,11 +901,7 @@ def _walk_dp(L, order, site_last, runs, comp, prices, is_last, twin, capmid, cap
             V[0, :] = best
             K[0, :] = bk
             alive[0] = True
-    v, k, e = V[0, L], K[0, L], E[0, L]
-    if not v < np.inf:  # K and E of a row never reached are left from earlier calls
-        k = 0
-        e = 0
-    _release(V, W, alive, nalive)
+    v, k, e = _finish(V, K, E, W, alive, nalive, 0, L)
     return v, k, e, TS, TB, TR, TC
 
 

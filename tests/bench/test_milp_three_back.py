@@ -42,3 +42,17 @@ def test_the_stored_count_is_the_one_the_results_readme_states() -> None:
     assert line.startswith("proven: ")
     readme = (milp_three_back.OUT.parent.parent / "README.md").read_text()
     assert f"\n{line}\n" in readme
+
+
+def test_the_rerun_after_the_speedups_is_the_one_the_readme_states() -> None:
+    """bench/results/README.md quotes the rerun's count of proofs and its proof times."""
+    path = milp_three_back.OUT.parent / "after-speedups.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    lines = milp_three_back.summary(rows)
+    readme = (milp_three_back.OUT.parent.parent / "README.md").read_text()
+    assert f"\n{lines[-1]}\n" in readme
+    cells = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in lines[2:-2]}
+    for seed in (661, 641):
+        on, off = cells[f"metro-n64-l48-s{seed} lambda 1"][1], \
+            cells[f"metro-n64-l48-s{seed} lambda 1"][3]
+        assert f"{on} against\n{off}" in readme or f"{on} against {off}" in readme
