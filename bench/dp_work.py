@@ -38,10 +38,8 @@ from geoplan.solving.core import solve
 
 #: The DPs replayed: name, the module attribute, the states of its work arrays per call.
 _DPS: tuple[tuple[str, str, Callable[[tuple[Any, ...]], int]], ...] = (
-    ("walk", "_walk_dp", lambda a: parametric._RUN_STATES ** a[5].shape[1]),
-    ("relaxation", "_relaxation_dp",
-     lambda a: 4 * max(parametric._SEALED + 1,
-                       parametric._PAIR_STATES if a[21].any() else 0)),
+    ("walk", "_walk_dp", lambda a: parametric._walk_states(a[5])),
+    ("relaxation", "_relaxation_dp", lambda a: parametric._relaxation_states(a[21])),
 )
 
 

@@ -3,6 +3,7 @@ benches built on it), shared by their tests."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,3 +34,12 @@ def arm_params(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, key: str,
     monkeypatch.setattr(milp_narrow, "run_one", fake)
     main(["--cases", "metro:8:8:1:1", "--out", str(tmp_path / "r.jsonl"), "--time-limit", "5"])
     return seen
+
+
+def stored_table(path: Path, summary: Callable[[list[dict[str, Any]]], list[str]]
+                 ) -> tuple[int, list[str], str]:
+    """The rows stored at ``path`` (their count), the table ``summary`` makes of them, and
+    the text of bench/results/README.md, which quotes it."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line]
+    readme = (Path(milp_narrow.__file__).resolve().parent / "results" / "README.md")
+    return len(rows), summary(rows), readme.read_text()

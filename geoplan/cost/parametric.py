@@ -462,6 +462,18 @@ def _work(n_st: int, L: int) -> tuple[np.ndarray, ...]:
     return work
 
 
+def _walk_states(prices: np.ndarray) -> int:
+    """:func:`_walk_dp`'s states for its ``prices``: each of a site's runs in one of
+    _RUN_STATES."""
+    return int(_RUN_STATES ** prices.shape[1])
+
+
+def _relaxation_states(double: np.ndarray) -> int:
+    """:func:`_relaxation_dp`'s states for its ``double``: site slots, or kept-apart
+    pairs, by the first/last flags."""
+    return 4 * max(_SEALED + 1, _PAIR_STATES if double.any() else 0)
+
+
 @njit(cache=True)
 def _start(V, K, E, alive):  # pragma: no cover - compiled
     """State 0 at 0 layers: nothing placed, at no cost (every other row is dead and inf)."""
@@ -1287,12 +1299,6 @@ class _Boxes:
         ``label``: the DP keeps two of its runs apart (:func:`_double_step`)."""
         self.double = self.cluster[self.order] == label
 
-    @property
-    def _relaxation_states(self) -> int:
-        """:func:`_relaxation_dp`'s states: site slots, or kept-apart pairs, by the
-        first/last flags."""
-        return 4 * max(_SEALED + 1, _PAIR_STATES if self.double.any() else 0)
-
     def _restricted(self, p: np.ndarray) -> np.ndarray:
         return p if self.role_ok is None else np.where(self.role_ok, p, _INF)
 
@@ -1459,7 +1465,7 @@ class _Boxes:
             v, k, _, *rest = _walk_dp(self.L, self.order, self.site_last, runs, self.comp,
                                       prices, is_last, twin, self.mid[qa], self.last[qa], z_hi,
                                       self.o, ws, wp, wd, self.idle, self.dyn, mu, trace,
-                                      _work(_RUN_STATES ** prices.shape[1], self.L))
+                                      _work(_walk_states(prices), self.L))
             return (v, k, self.walk_code, *rest)
         roles, close = _CASES[case]
         if case == 0 and self.double.any():  # a site visited twice: two or more sites
@@ -1470,7 +1476,8 @@ class _Boxes:
                               self.site_price, self.comp, self.prices, self.cost_prices,
                               self.mid[qa], self.last[qa], z_hi, self.o, ws, wp, wd,
                               self.idle, self.dyn, mu, roles, close, self.force,
-                              self.double, trace, _work(self._relaxation_states, self.L))
+                              self.double, trace, _work(_relaxation_states(self.double),
+                                                        self.L))
 
     def minimiser(self) -> list[tuple[int, int, int]]:
         """The minimiser of the last DP run: (GPU, role, layers) per used GPU."""

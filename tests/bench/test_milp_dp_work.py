@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
-from ab_bench_rows import ab_row, arm_params
+from ab_bench_rows import ab_row, arm_params, stored_table
 
 from bench import milp_dp_work, milp_three_back
 
@@ -35,10 +34,7 @@ def test_it_runs_the_default_model(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
 
 def test_the_stored_count_is_the_one_the_results_readme_states() -> None:
     """bench/results/README.md quotes the stored run's count of proofs."""
-    rows: list[dict[str, Any]] = [
-        json.loads(line) for line in milp_dp_work.OUT.read_text().splitlines()]
-    assert len(rows) == len(milp_three_back.CASES)
-    line = milp_dp_work.summary(rows)[-1]
-    assert line.startswith("proven: ")
-    readme = (milp_dp_work.OUT.parent.parent / "README.md").read_text()
-    assert f"\n{line}\n" in readme
+    count, lines, readme = stored_table(milp_dp_work.OUT, milp_dp_work.summary)
+    assert count == len(milp_three_back.CASES)
+    assert lines[-1].startswith("proven: ")
+    assert f"\n{lines[-1]}\n" in readme

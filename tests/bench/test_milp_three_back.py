@@ -3,12 +3,11 @@ each instance's two runs."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from ab_bench_rows import ab_row, arm_params
+from ab_bench_rows import ab_row, arm_params, stored_table
 
 from bench import milp_three_back
 
@@ -36,23 +35,19 @@ def test_each_arm_sets_only_the_steps_back(monkeypatch: pytest.MonkeyPatch,
 
 def test_the_stored_count_is_the_one_the_results_readme_states() -> None:
     """bench/results/README.md quotes the stored run's count of proofs."""
-    rows = [json.loads(line) for line in milp_three_back.OUT.read_text().splitlines()]
-    assert len(rows) == 2 * len(milp_three_back.CASES)
-    line = milp_three_back.summary(rows)[-1]
-    assert line.startswith("proven: ")
-    readme = (milp_three_back.OUT.parent.parent / "README.md").read_text()
-    assert f"\n{line}\n" in readme
+    count, lines, readme = stored_table(milp_three_back.OUT, milp_three_back.summary)
+    assert count == 2 * len(milp_three_back.CASES)
+    assert lines[-1].startswith("proven: ")
+    assert f"\n{lines[-1]}\n" in readme
 
 
 def test_the_rerun_after_the_speedups_is_the_one_the_readme_states() -> None:
     """bench/results/README.md quotes the rerun's count of proofs and its proof times."""
-    path = milp_three_back.OUT.parent / "after-speedups.jsonl"
-    rows = [json.loads(line) for line in path.read_text().splitlines()]
-    lines = milp_three_back.summary(rows)
-    readme = (milp_three_back.OUT.parent.parent / "README.md").read_text()
+    _, lines, readme = stored_table(milp_three_back.OUT.parent / "after-speedups.jsonl",
+                                    milp_three_back.summary)
     assert f"\n{lines[-1]}\n" in readme
     cells = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in lines[2:-2]}
     for seed in (661, 641):
-        on, off = cells[f"metro-n64-l48-s{seed} lambda 1"][1], \
-            cells[f"metro-n64-l48-s{seed} lambda 1"][3]
+        row = cells[f"metro-n64-l48-s{seed} lambda 1"]
+        on, off = row[1], row[3]
         assert f"{on} against\n{off}" in readme or f"{on} against {off}" in readme
