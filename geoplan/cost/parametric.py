@@ -99,8 +99,13 @@ them, by the joins above) and every other site's as before: :func:`_double_step`
 x's two runs apart, each with a start (F or S) and an end (L or X) of its own, priced
 and capped like any run end, so x's second visit costs its two inter-site sends. The
 site is priced as the joined site would be (its end set by whether it holds F and L),
-and it must be used. With ``once`` only plans visiting each site once are counted: each
-site holds one run (masks F..X, S..L, S..X) and the walk prices are bounded by paths.
+and it must be used. Several sites may be kept apart so (the DP closes each site before
+the next, so that costs no states). For a site asked to hold three runs or more
+(``apart_runs``) :func:`_multi_step` counts its run starts and run ends instead of telling
+its runs apart (states grow with the count, not its power): every run's ends are priced
+and capped, runs beyond the count are joined to the others. With ``once`` only plans
+visiting each site once are counted: each site holds one run (masks F..X, S..L, S..X) and
+the walk prices are bounded by paths.
 
 **Stage count.** The box's Q range enters by Lagrange multiplier: with a
 price ``mu`` per stage, ``V(mu) = min (cost + mu k)`` over configurations of
@@ -239,6 +244,8 @@ _MULTI_SITE = (np.array([1, 1, 1, 1, 1, 0, 1, 1, 1], np.bool_),
 _CASES = (_SINGLE_SITE, _MULTI_SITE)
 #: Multi-site plans that visit each site once: a site holds one run (F..X, S..L, S..X).
 _ONCE_CLOSE = np.array([m in (6, 9, 12) for m in range(16)], np.bool_)
+#: A site whose runs are kept apart closes as a multi-site plan's site may.
+_APART_CLOSE = _MULTI_SITE[1]
 
 
 def role_prices(comm: np.ndarray, cluster: np.ndarray,
@@ -469,9 +476,11 @@ def _walk_states(prices: np.ndarray) -> int:
 
 
 def _relaxation_states(double: np.ndarray) -> int:
-    """:func:`_relaxation_dp`'s states for its ``double``: site slots, or kept-apart
-    pairs, by the first/last flags."""
-    return 4 * max(_SEALED + 1, _PAIR_STATES if double.any() else 0)
+    """:func:`_relaxation_dp`'s states for its ``double``: site slots, kept-apart pairs or
+    a site's run counts (:func:`_multi_slots`), by the first/last flags."""
+    most = int(double.max(initial=0))
+    return 4 * max(_SEALED + 1, _PAIR_STATES if (double == 2).any() else 0,
+                   _multi_slots(most) if most > 2 else 0)
 
 
 @njit(cache=True)
@@ -529,8 +538,9 @@ def _relaxation_dp(L, order, site_last, site_pow, site_price, comp, prices, cpri
     end yet) or 2 (such an end placed: middles have a run to sit in). Only
     roles with ``role_on`` are used; a site closes with mask m only if
     ``close_ok[m]`` and f != 1. A site with ``force`` at its last position must be used
-    (its slot-0 states, nothing placed on it, end there). A site with ``double`` at its
-    positions holds two runs kept apart (:func:`_double_step`; it must be used).
+    (its slot-0 states, nothing placed on it, end there). A site with ``double`` 2 at its
+    positions holds two runs kept apart (:func:`_double_step`; it must be used), one with
+    ``double`` k > 2 holds k runs or more (:func:`_multi_step`; it must be used).
 
     With ``trace``, also the choices of the minimiser (:func:`_traceback`): per position,
     state and layer count the source state (-1: this GPU unused), its layer count and
@@ -549,9 +559,12 @@ def _relaxation_dp(L, order, site_last, site_pow, site_price, comp, prices, cpri
         sigma = (ws + wd * dyn[g]) * c
         _role_terms(caps, kappas, g, c, prices, cprices, capmid, caplast, z_hi, o, ws, wp,
                     idle, mu, role_on, L)
-        if double[pos]:
+        if double[pos] == 2:
             _double_step(V, K, E, W, KW, EW, alive, nalive, dq, L, pos, sigma, caps, kappas,
                          TS, TB, TR, trace)
+        elif double[pos] > 2:
+            _multi_step(V, K, E, W, KW, EW, alive, nalive, dq, L, pos, sigma, caps, kappas,
+                        TS, TB, TR, trace, double[pos])
         else:
             for r in range(9):
                 if caps[r] < 1:
@@ -589,9 +602,11 @@ def _relaxation_dp(L, order, site_last, site_pow, site_price, comp, prices, cpri
         K, KW = KW, K
         E, EW = EW, E
         alive, nalive = nalive, alive
-        if site_last[pos] and double[pos]:
-            _double_close(V, K, E, alive, L, pos, site_pow, site_price, close_ok, ws, TC,
-                          trace)
+        if site_last[pos] and double[pos] == 2:
+            _double_close(V, K, E, alive, L, pos, site_pow, site_price, ws, TC, trace)
+        elif site_last[pos] and double[pos] > 2:
+            _multi_close(V, K, E, alive, L, pos, site_pow, site_price, ws, TC, trace,
+                         double[pos])
         elif site_last[pos]:
             if force[pos]:
                 for gl in range(4):
@@ -727,11 +742,13 @@ def _double_step(V, K, E, W, KW, EW, alive, nalive, dq, L, pos, sigma, caps, kap
 
 
 @njit(cache=True)
-def _double_close(V, K, E, alive, L, pos, site_pow, site_price, close_ok, ws, TC,
+def _double_close(V, K, E, alive, L, pos, site_pow, site_price, ws, TC,
                   trace):  # pragma: no cover - compiled
     """Close a site of two runs kept apart: both complete; the site is priced as the
     joined site its runs would make (its end set by whether it holds the first and the
-    last stage); states with nothing placed on it end (it must be used)."""
+    last stage, any of the multi-site end sets: the other sites may be held to one run
+    each, this one never); states with nothing placed on it end (it must be used)."""
+    close_ok = _APART_CLOSE
     for gl in range(4):
         V[gl, :] = np.inf
         alive[gl] = False
@@ -750,6 +767,80 @@ def _double_close(V, K, E, alive, L, pos, site_pow, site_price, close_ok, ws, TC
             m = 6  # S..L
         _close_states(V, K, E, alive, L, pair, ok and close_ok[m], site_pow[pos] * m,
                       ws * site_price[pos, m], TC, pos, trace)
+
+
+@njit(cache=True)
+def _multi_slots(runs):  # pragma: no cover - compiled
+    """The slots of a site holding ``runs`` runs or more (:func:`_multi_step`)."""
+    return 12 * (runs + 1) * (runs + 1)
+
+
+@njit(cache=True)
+def _multi_step(V, K, E, W, KW, EW, alive, nalive, dq, L, pos, sigma, caps, kappas, TS, TB,
+                TR, trace, runs):  # pragma: no cover - compiled
+    """:func:`_relaxation_dp`'s step for GPU ``g`` of a site holding ``runs`` runs or more
+    (more than two): its runs are counted, not told apart. Slot ``f + 3 (first + 2 last +
+    4 (starts + (runs + 1) ends))``: f as the site slots' f, whether the site holds the
+    first (last) stage, its run starts (the first stage or an inter-site start) and run
+    ends (the last stage or an inter-site end), each counted up to ``runs``. A plan's
+    runs of the site beyond ``runs`` are joined to the others (each join turns an
+    inter-site end and start into intra-site sends, priced no higher)."""
+    n = runs + 1
+    n_slots = _multi_slots(runs)
+    for r in range(9):
+        if caps[r] < 1:
+            continue
+        pk = _ROLE_PREV[r]
+        nk = _ROLE_NEXT[r]
+        d_start = 1 if pk != 1 else 0
+        d_end = 1 if nk != 1 else 0
+        middle = pk == 1 and nk == 1
+        multi = (pk == 1) != (nk == 1)
+        for slot in range(n_slots):
+            if not (alive[4 * slot] or alive[4 * slot + 1] or alive[4 * slot + 2]
+                    or alive[4 * slot + 3]):
+                continue
+            f = slot % 3
+            fl = (slot // 3) % 4
+            st = (slot // 12) % n
+            en = slot // (12 * n)
+            if pk == 0:
+                fl |= 1
+            if nk == 0:
+                fl |= 2
+            nf = f
+            if multi:
+                nf = 2
+            elif middle and f == 0:
+                nf = 1
+            nslot = nf + 3 * (fl + 4 * (min(st + d_start, runs) + n * min(en + d_end, runs)))
+            _move(V, K, E, W, KW, EW, alive, nalive, dq, L, pos, slot, nslot, pk, nk, caps[r],
+                  sigma, kappas[r], TS, TB, TR, trace, r)
+
+
+@njit(cache=True)
+def _multi_close(V, K, E, alive, L, pos, site_pow, site_price, ws, TC, trace,
+                 runs):  # pragma: no cover - compiled
+    """Close a site of ``runs`` runs or more (:func:`_multi_step`): ``runs`` starts and
+    ends, middles in a run of two or more GPUs; priced as the joined site, as
+    :func:`_double_close`; states with nothing placed on it end (it must be used)."""
+    n = runs + 1
+    for gl in range(4):
+        V[gl, :] = np.inf
+        alive[gl] = False
+    for slot in range(1, _multi_slots(runs)):
+        f = slot % 3
+        fl = (slot // 3) % 4
+        st = (slot // 12) % n
+        en = slot // (12 * n)
+        m = 12 | fl
+        if m == 13:
+            m = 9  # the first stage's run ends inter-site: F..X
+        elif m == 14:
+            m = 6  # S..L
+        ok = st == runs and en == runs and f != 1 and _APART_CLOSE[m]
+        _close_states(V, K, E, alive, L, slot, ok, site_pow[pos] * m, ws * site_price[pos, m],
+                      TC, pos, trace)
 
 
 @njit(cache=True)
@@ -1153,7 +1244,7 @@ class _Boxes:
         # At a site's last position: the site must be used (set by parametric_bound's forced).
         self.force = np.zeros(ordered.size, np.bool_)
         # At every position of a site whose runs are kept apart as two (keep_apart).
-        self.double = np.zeros(ordered.size, np.bool_)
+        self.double = np.zeros(ordered.size, np.int64)
         self.site_price = np.zeros((ordered.size, 16))  # walk prices per position and mask
         self.code = 0  # the mask code of the minimiser of the last :meth:`_lagrange`
         self.last_ws = 1.0  # the stage-time weight of the last DP of :meth:`_evaluate_case`
@@ -1294,10 +1385,19 @@ class _Boxes:
         self.walk = _visit_tables(self.comm, self.cluster, self.order, visits, at)
         self._code_walk([v[0] for v in visits])
 
-    def keep_apart(self, label: int) -> None:
-        """Count only the plans with two or more runs on the site of cluster label
-        ``label``: the DP keeps two of its runs apart (:func:`_double_step`)."""
-        self.double = self.cluster[self.order] == label
+    def keep_apart(self, labels: tuple[int, ...], runs: tuple[int, ...] | None = None
+                   ) -> None:
+        """Count only the plans with two or more runs (``runs``: at least that many, per
+        label) on each site of cluster labels ``labels``: the DP keeps two of each one's
+        runs apart (:func:`_double_step`), or counts three or more (:func:`_multi_step`);
+        the sites are closed one after another, so each more of them costs no states."""
+        runs = (2,) * len(labels) if runs is None else runs
+        if len(runs) != len(labels) or min(runs, default=2) < 2:
+            raise ValueError(f"two or more runs per site kept apart: {labels}, {runs}")
+        sites = self.cluster[self.order]
+        self.double = np.zeros(sites.size, np.int64)
+        for k, r in zip(labels, runs, strict=True):
+            self.double[sites == k] = r
 
     def _restricted(self, p: np.ndarray) -> np.ndarray:
         return p if self.role_ok is None else np.where(self.role_ok, p, _INF)
@@ -1754,7 +1854,8 @@ def parametric_bound(
     ends: tuple[int, int] | None = None,
     path: tuple[int, ...] | None = None,
     revisits: int = 0,
-    keep_apart: int | None = None,
+    keep_apart: int | tuple[int, ...] | None = None,
+    apart_runs: tuple[int, ...] | None = None,
     once: bool = False,
     prefix: tuple[int, ...] | None = None,
     gapped: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None = None,
@@ -1785,10 +1886,12 @@ def parametric_bound(
     needed): once each, or some up to :data:`MAX_VISITS` times, never twice in a row
     (a *walk*: searched by :func:`_walk_dp`). ``revisits``: for the plans whose walk
     steps back to a site already visited at least that many times (1 or more; their walk
-    prices bounded by such walks only). ``keep_apart``: a cluster label, for the plans
-    that visit that site twice or more (each with two of its runs kept apart, the rest
-    joined to them; the site is forced). ``once``: for the plans that visit each site
-    they use once (one run per site; their walk prices bounded by paths). ``prefix``:
+    prices bounded by such walks only). ``keep_apart``: a cluster label (or several), for
+    the plans that visit that site (each of them) twice or more (each with two of its
+    runs kept apart, the rest joined to them; the site is forced); ``apart_runs``: per
+    such label, the least runs its plans hold there (two or more; 2 each by default).
+    ``once``: for the plans that visit each site they use once (one run per site; their
+    walk prices bounded by paths). ``prefix``:
     cluster labels, for the plans that visit every site of the pool once, those first
     and in that order (each send priced by the sites it may go to; no transition prices;
     two or more sites left out of it: else it is a ``path``). ``gapped``: (prefix,
@@ -1828,16 +1931,19 @@ def parametric_bound(
     if once and (revisits or keep_apart is not None):
         raise ValueError("plans visiting each site once neither revisit nor keep runs apart")
     bx.once = once
-    if keep_apart is not None:
+    apart = (keep_apart,) if isinstance(keep_apart, int) else keep_apart
+    if apart is not None:
         if path is not None:
             raise ValueError("a site walk says how often each site is visited: no keep_apart")
-        forced = tuple(sorted(set(forced) | {keep_apart}))
+        forced = tuple(sorted(set(forced) | set(apart)))
+    elif apart_runs is not None:
+        raise ValueError("apart_runs counts runs of kept-apart sites: it needs keep_apart")
     if joined is not None and gapped is None:
         raise ValueError("a joined visit is a gapped walk's: no joined without gapped")
     if not _restrict(bx, cluster, forced, ends, path, prefix, gapped, joined):
         return ParametricBound(_INF, 0, 0, time.perf_counter() - t0, True)
-    if keep_apart is not None:
-        bx.keep_apart(keep_apart)
+    if apart is not None:
+        bx.keep_apart(apart, apart_runs)
     labels = np.unique(np.asarray(cluster, np.int64))  # site index i: labels[i]
     ub = _INF if incumbent is None else float(incumbent)
     z_hi = bx.z_worst * (1 + 1e-9)

@@ -124,6 +124,23 @@ stepping back three times or more is split the same way, into gapped nodes stepp
 exactly three times and the part stepping back four times or more (off by default:
 :data:`_APART_GAP_BACK`).
 
+**More runs.** A kept-apart part that is still below the incumbent once it can no
+longer be split by its steps back (by default one stepping back three times or more) is
+split by the runs its plans hold per site: the plans holding one run more on its last
+kept-apart site (in name order), and for each later site the plans holding two or more
+runs there too (:func:`_more_runs`), until the runs asked for step back as often as the
+part's plans do. Its search counts the runs of a site asked for three or more
+(``parametric_bound(apart_runs=...)``: the site's run starts and ends are counted, each
+run's inter-site sends priced and capped, further runs joined to them) and keeps two
+runs apart on each site asked for two. Each plan of the residual lies in a part reached
+from the part of the first site (in name order) it visits twice, raising its sites in
+name order, so the parts of all the residual's sites together cover it. At metro N=64
+L=48 lambda 1 (instance seed 251, site branching alone from the best plan, two workers)
+the parts keeping D apart stepping back three times or more stayed 0.23 % below the best
+plan; D holding three runs, or D and a later site two each, each reached it, and
+branching proved the plan in 65 s. HiGHS, given 240 s on the same plans as a class,
+raised no bound.
+
 **Four visits.** The walk DP holds at most :data:`~geoplan.cost.parametric.MAX_VISITS`
 (three) visits per site; four would take 13^4 DP states per site (about 1 GB of traced
 buffers at N=64). The plans stepping back exactly three times that visit the kept-apart
@@ -272,7 +289,9 @@ _JOINED = "<gap-joined>"
 #: A residual split again by its walks: (the residual, its walks' steps back, the rest).
 _RESIDUAL_SPLITS = {_REVISITS2: (2, _REVISITS3), _REVISITS3: (3, _REVISITS4)}
 #: The plans of a residual that visit a given site twice or more, (_APART, site, the
-#: residual's marker): searched with two of that site's runs kept apart.
+#: residual's marker): searched with two of that site's runs kept apart. With more,
+#: (_APART, site, marker, its least runs, *(another site, its least runs)...): the plans
+#: holding at least that many runs on each of those sites (:func:`_apart_runs`).
 _APART = "<apart>"
 #: Final nodes of at most this many sites are split by the order the plans visit them (one
 #: path node per order); on more, the plans visiting each site once are one node, split by
@@ -500,11 +519,29 @@ def _is_path(kind: _Kind) -> bool:
 
 
 def _revisits(kind: _Kind) -> tuple[int, str | None]:
-    """The steps back a node's plans take at least (0: not known), and the site whose
+    """The steps back a node's plans take at least (0: not known), and the first site whose
     runs its search keeps apart (None: none)."""
     if kind and kind[0] == _APART:
-        return _RESIDUALS[(kind[2],)], kind[1]
+        extra = sum(r - 1 for r in _apart_runs(kind).values())
+        return max(_RESIDUALS[(kind[2],)], extra), kind[1]
     return _RESIDUALS.get(kind, 0), None
+
+
+def _apart_runs(kind: _Kind) -> dict[str, int]:
+    """A kept-apart node's least runs per site it keeps apart (:data:`_APART`)."""
+    runs = {kind[1]: int(kind[3]) if len(kind) > 3 else 2}
+    runs.update((x, int(r)) for x, r in zip(kind[4::2], kind[5::2], strict=True))
+    return runs
+
+
+def _apart_kind(marker: str, runs: dict[str, int]) -> _Kind:
+    """The kept-apart kind of ``runs`` (:data:`_APART`; two runs on one site: the short
+    form)."""
+    first, *rest = sorted(runs)
+    if not rest and runs[first] == 2:
+        return (_APART, first, marker)
+    return (_APART, first, marker, str(runs[first]),
+            *itertools.chain.from_iterable((x, str(runs[x])) for x in rest))
 
 
 def _node_bound(instance: Instance, allowed: frozenset[str], forced: frozenset[str],
@@ -519,6 +556,7 @@ def _node_bound(instance: Instance, allowed: frozenset[str], forced: frozenset[s
     sub, names = pool.instance, pool.names
     path = _path_labels(pool, kind)
     revisits, apart = _revisits(kind)
+    runs = _apart_runs(kind) if apart is not None else {}
     gapped = joined = None
     if kind and kind[0] in (_GAP, _JOINED):
         p, m, s = (tuple(names.index(x) for x in part) for part in _gap_split(kind))
@@ -532,7 +570,8 @@ def _node_bound(instance: Instance, allowed: frozenset[str], forced: frozenset[s
                           revisits=revisits, once=kind == _ONCE,
                           prefix=tuple(names.index(s) for s in kind[1:])
                           if kind and kind[0] == _PREFIX else None,
-                          keep_apart=None if apart is None else names.index(apart),
+                          keep_apart=tuple(names.index(x) for x in runs) if runs else None,
+                          apart_runs=tuple(runs.values()) if runs else None,
                           gapped=gapped, joined=joined,
                           start=start, tables=pool.tables,
                           start_stall=0 if deep else START_STALL)
@@ -795,6 +834,25 @@ _Part = tuple[frozenset[str], frozenset[str], _Kind, float, tuple[Box, ...] | No
               frozenset[str], bool, float | None]
 
 
+def _more_runs(allowed: frozenset[str], kind: _Kind
+               ) -> list[tuple[frozenset[str], frozenset[str], _Kind]]:
+    """The parts of a kept-apart node whose plans step back more often than its least runs
+    say (each site's runs beyond its first are steps back): its last site (in name order)
+    holding one run more, or a later site two or more.
+
+    A cover of the plans a kept-apart cover counts here: a plan of the residual whose
+    sites holding two or more runs are R reaches, from the node keeping R's first site
+    apart, a part counting it by raising sites in name order (a site's runs up to the
+    plan's, then the next site of R); plans this node counts through a site of R before
+    its own first are counted by the nodes of that site."""
+    runs = _apart_runs(kind)
+    last = max(runs)
+    parts = [(allowed, allowed, _apart_kind(kind[2], {**runs, last: runs[last] + 1}))]
+    parts += [(allowed, allowed, _apart_kind(kind[2], {**runs, z: 2}))
+              for z in sorted(allowed) if z > last]
+    return parts
+
+
 def _split(allowed: frozenset[str], forced: frozenset[str], kind: _Kind, used: frozenset[str],
            free: list[str], state: tuple[tuple[Box, ...], float, bool, bool] | None,
            max_back: int = _APART_GAP_BACK
@@ -820,12 +878,16 @@ def _split(allowed: frozenset[str], forced: frozenset[str], kind: _Kind, used: f
     apart = not free and kind in _RESIDUALS and not walks2 and not once_back and bool(used)
     deep = True if state is None else state[3]
     # A kept-apart node its second search leaves below the incumbent: by its steps back.
-    apart_back = not free and bool(kind) and kind[0] == _APART and deep and \
-        2 <= _revisits(kind)[0] <= max_back and len(allowed) <= _GAP_SITES
+    apart_back = not free and bool(kind) and kind[0] == _APART and len(kind) == 3 and deep \
+        and 2 <= _revisits(kind)[0] <= max_back and len(allowed) <= _GAP_SITES
+    # A kept-apart node left below the incumbent otherwise: by the runs its plans hold.
+    more_runs = not free and bool(kind) and kind[0] == _APART and deep and not apart_back \
+        and len(allowed) <= _GAP_SITES and _RESIDUALS[(kind[2],)] > sum(
+            r - 1 for r in _apart_runs(kind).values())
     # The plans visiting each site once: by the order of their first sites.
     prefixed = not free and bool(kind) and (kind == _ONCE or kind[0] == _PREFIX)
     if not (bool(used) and bool(free or ordered or walks2 or apart or prefixed
-                                or once_back or gapped or apart_back)):
+                                or once_back or gapped or apart_back or more_runs)):
         return None
     if ordered:
         return _order_parts(allowed, forced)
@@ -846,6 +908,8 @@ def _split(allowed: frozenset[str], forced: frozenset[str], kind: _Kind, used: f
         parts = _gap_roots(allowed, _revisits(kind)[0], kind[1])
         parts.append((allowed, allowed, (_APART, kind[1], _NEXT_RESIDUAL[(kind[2],)][0])))
         return parts
+    if more_runs:
+        return _more_runs(allowed, kind)
     if prefixed:
         return _prefix_parts(allowed, () if kind == _ONCE else kind[1:])
     parts = [(allowed - set(free), forced, kind)]

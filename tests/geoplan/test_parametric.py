@@ -592,7 +592,7 @@ def test_dp_values_do_not_depend_on_earlier_calls() -> None:
     c, w = inst.coefficients(), Evaluator(inst).weights
     plain = parametric._Boxes(c, inst.layers, cl, w)
     apart = parametric._Boxes(c, inst.layers, cl, w)
-    apart.keep_apart(sites[0])
+    apart.keep_apart((sites[0],))
     walk = parametric._Boxes(c, inst.layers, cl, w)
     walk.follow_gapped((), (sites[0],) * 3 + tuple(sites[1:]), ())
     calls = [(bx, (qa, z, 1.0, 0.2, 0.1, mu, 1))

@@ -166,6 +166,53 @@ def test_path_and_revisit_bounds_never_exceed_the_plans_they_count(family: str, 
         assert checked["walk3"] >= 1 and checked["revisits3"] >= 1, checked
 
 
+@pytest.mark.parametrize(("family", "seed", "lam"), [
+    ("metro", 0, 1.0), ("geo", 4, 0.5), ("metro", 5, 1.0),
+])
+def test_bounds_by_runs_per_site_never_exceed_the_plans_they_count(
+        family: str, seed: int, lam: float) -> None:
+    """N=7, three sites: for each used set and least runs per site (a site three or four
+    times, or two sites twice each), the bound counting those runs (``apart_runs``, the
+    counted DP from three runs up) is at most the best plan holding them (the reference
+    over every GPU order), and with three runs on one site it rises above the bound of
+    two on some."""
+    inst = _instance(family, 7, 6, seed, lam)
+    ev = Evaluator(inst)
+    cl = bounds.clusters(inst)
+    args = (inst.coefficients(), inst.layers, cl, ev.weights)
+    walks: dict[tuple[int, ...], list[list[int]]] = {}
+    for k in range(3, inst.n + 1):
+        for o in itertools.permutations(range(inst.n), k):
+            walk = _site_walk(o, cl)
+            if len(walk) > len(set(walk)):
+                walks.setdefault(walk, []).append(list(o))
+    specs = {(frozenset(w), tuple(sorted(need.items())))
+             for w in walks for need in [
+                 *({x: r} for x in set(w) for r in (3, 4) if w.count(x) >= r),
+                 *({x: 2, y: 2} for x, y in itertools.combinations(sorted(set(w)), 2)
+                   if w.count(x) >= 2 and w.count(y) >= 2)]}
+    assert any(len(n) == 1 and n[0][1] == 3 for _, n in specs)
+    assert any(len(n) == 2 for _, n in specs)
+    raised = 0
+    for used, need in sorted(specs, key=str):
+        orders = [o for w, os in walks.items() if set(w) == used
+                  and all(w.count(x) >= r for x, r in need) for o in os]
+        best, _, _ = reference_optimum(inst, orders)
+        forced = tuple(sorted(used))
+        labels = tuple(x for x, _ in need)
+        pb = parametric_bound(*args, max_boxes=400, forced=forced, keep_apart=labels,
+                              apart_runs=tuple(r for _, r in need))
+        assert pb.value <= best * (1 + 1e-12), (sorted(used), need, pb.value, best)
+        if len(need) == 1 and need[0][1] == 3:
+            two = parametric_bound(*args, max_boxes=400, forced=forced, keep_apart=labels)
+            raised += pb.value > two.value * (1 + 1e-6)
+    assert raised >= 1
+    with pytest.raises(ValueError, match="two or more runs"):
+        parametric_bound(*args, max_boxes=10, keep_apart=(0,), apart_runs=(1,))
+    with pytest.raises(ValueError, match="needs keep_apart"):
+        parametric_bound(*args, max_boxes=10, apart_runs=(3,))
+
+
 @pytest.mark.parametrize(("family", "seed", "lam", "n"), [
     ("metro", 0, 1.0, 6), ("geo", 4, 0.5, 6), ("metro", 5, 1.0, 7),
 ])
@@ -431,10 +478,44 @@ def test_three_steps_back_parts_cover_every_walk(k: int) -> None:
         assert any(_held(c, pseudo) for c in joined), w
 
 
+@pytest.mark.parametrize(("sites", "back"), [("ABCD", 2), ("ABCD", 3), ("ABCDE", 3),
+                                             ("ABC", 4)])
+def test_more_runs_parts_cover_every_walk_stepping_back(sites: str, back: int) -> None:
+    """Kept-apart nodes of a residual (one per site), split by the runs their plans hold
+    (:func:`_more_runs`) until those runs step back as often as the residual: some leaf
+    holds every walk stepping back that often (its sites hold at least the leaf's runs),
+    and no leaf asks for more runs than ``back`` extra visits need."""
+    sb = site_branching
+    allowed = frozenset(sites)
+    marker = next(k for k, v in sb._RESIDUALS.items() if v == back)[0]
+
+    def extra(kind: tuple[str, ...]) -> int:
+        return sum(r - 1 for r in sb._apart_runs(kind).values())
+
+    def leaves(kind: tuple[str, ...]) -> list[tuple[str, ...]]:
+        if extra(kind) >= back:
+            return [kind]
+        return [leaf for _, _, k in sb._more_runs(allowed, kind) for leaf in leaves(k)]
+
+    found = [leaf for x in sorted(allowed) for leaf in leaves((sb._APART, x, marker))]
+    assert all(extra(k) == back for k in found)
+    assert len(set(found)) == len(found)  # each set of runs reached once
+    runs = [sb._apart_runs(k) for k in found]
+    walks = 0
+    for n in range(len(sites) + back, len(sites) + back + 2):
+        for w in itertools.product(sites, repeat=n):
+            if set(w) != allowed or any(a == b for a, b in itertools.pairwise(w)):
+                continue
+            walks += 1
+            assert any(all(w.count(x) >= r for x, r in need.items()) for need in runs), w
+    assert walks
+
+
 def test_kept_apart_nodes_stepping_back_three_times_split_when_asked() -> None:
     """With ``max_back=3`` a kept-apart node stepping back three times or more (after its
     second search) is split into gapped and joined nodes and the next residual; by
-    default it is final. Stepping back twice, it is split either way."""
+    default by the runs its plans hold (:func:`_more_runs`). Stepping back twice, it is
+    split either way."""
     sb = site_branching
     a = frozenset("ABCDEF")
     deep = ((), 0.0, True, True)
@@ -444,7 +525,7 @@ def test_kept_apart_nodes_stepping_back_three_times_split_when_asked() -> None:
     kinds = [k for _, _, k in parts]
     assert (sb._APART, "B", "<revisits4>") in kinds
     assert any(k[0] == sb._JOINED for k in kinds) and any(k[0] == sb._GAP for k in kinds)
-    assert sb._split(a, a, three, a, [], deep) is None
+    assert sb._split(a, a, three, a, [], deep) == sb._more_runs(a, three)
     two = (sb._APART, "B", "<revisits2>")
     assert sb._split(a, a, two, a, [], deep, 3) == sb._split(a, a, two, a, [], deep)
     assert sb._split(a, a, two, a, [], deep) is not None
