@@ -37,8 +37,14 @@ def _before() -> dict[str, dict[str, Any]]:
 
 def summary(rows: list[dict[str, Any]]) -> list[str]:
     """One line per instance: now, and the stored default before; the proof counts."""
-    before = _before()
-    lines = ["| instance | now | its HiGHS | before (9c8b4c2) | load before (now / then) |",
+    return compare(rows, _before(), "9c8b4c2")
+
+
+def compare(rows: list[dict[str, Any]], before: dict[str, dict[str, Any]], then: str
+            ) -> list[str]:
+    """One line per instance: now, and the row of ``before`` (by instance and lambda) run
+    at commit ``then``; the proof counts."""
+    lines = [f"| instance | now | its HiGHS | before ({then}) | load before (now / then) |",
              "| --- | --- | --- | --- | --- |"]
     proven_now = proven_then = 0
     for r in rows:
