@@ -2,8 +2,10 @@
 stored run before.
 
 Site branching now splits a kept-apart part left below the incumbent by the runs its
-plans hold per site (:func:`geoplan.cost.site_branching._more_runs`); nothing else
-changed and there is no switch, so this runs the default ``milp`` on the nine instances
+plans hold per site (:func:`geoplan.cost.site_branching._more_runs`), and once those
+runs step back as often as its plans, by the plans holding exactly those runs
+(:func:`geoplan.cost.site_branching._exact_runs`); nothing else changed and there is no
+switch, so this runs the default ``milp`` on the nine instances
 of ``bench/milp_three_back.py`` with the same protocol (two threads, 120 s, one run at a
 time) and sets each beside ``bench/milp_dp_work.py``'s stored run (commit b82e526).
 

@@ -134,12 +134,18 @@ part's plans do. Its search counts the runs of a site asked for three or more
 run's inter-site sends priced and capped, further runs joined to them) and keeps two
 runs apart on each site asked for two. Each plan of the residual lies in a part reached
 from the part of the first site (in name order) it visits twice, raising its sites in
-name order, so the parts of all the residual's sites together cover it. At metro N=64
-L=48 lambda 1 (instance seed 251, site branching alone from the best plan, two workers)
-the parts keeping D apart stepping back three times or more stayed 0.23 % below the best
-plan; D holding three runs, or D and a later site two each, each reached it, and
-branching proved the plan in 65 s. HiGHS, given 240 s on the same plans as a class,
-raised no bound.
+name order, so the parts of all the residual's sites together cover it. A part whose
+runs step back as often as its plans do (and whose residual has a next) is split once
+more: the plans holding exactly those runs, every other site once (gapped nodes of that
+multiset, :func:`_exact_runs`; a site visited four times, a joined node), and those
+stepping back once more with the same runs. At metro N=64 L=48 lambda 1 (instance seed
+251, site branching alone from the best plan, two workers) the parts keeping D apart
+stepping back three times or more stayed 0.23 % below the best plan; D holding three
+runs, or D and a later site two each, each reached it, and branching proved the plan in
+65 s. HiGHS, given 240 s on the same plans as a class, raised no bound. On seed 179
+(110 s, from its best plan) branching ended every node final 0.57 % below the plan with
+the first split alone, 0.33 % with both (in 82 s), held by the plans using all eight
+sites.
 
 **Four visits.** The walk DP holds at most :data:`~geoplan.cost.parametric.MAX_VISITS`
 (three) visits per site; four would take 13^4 DP states per site (about 1 GB of traced
@@ -409,18 +415,23 @@ def _gap_roots(allowed: frozenset[str], back: int, twice: str | None = None
     visit more than once and the site they visit first. A site visited once more than
     the walk DP holds (:data:`~geoplan.cost.parametric.MAX_VISITS`), every other once, is
     a joined node (:data:`_JOINED`); no other such plans are counted."""
+    return [part for extra in itertools.combinations_with_replacement(sorted(allowed), back)
+            if twice is None or twice in extra for part in _visiting(allowed, extra)]
+
+
+def _visiting(allowed: frozenset[str], extra: tuple[str, ...]
+              ) -> list[tuple[frozenset[str], frozenset[str], _Kind]]:
+    """:func:`_gap_roots` of one multiset: the plans visiting each site of ``allowed``
+    once, and those of ``extra`` once more each (empty where the walk DP cannot hold
+    them)."""
     sites = sorted(allowed)
-    out = []
-    for extra in itertools.combinations_with_replacement(sites, back):
-        if twice is not None and twice not in extra:
-            continue
-        most = max(extra.count(x) for x in extra)
-        if most < MAX_VISITS:
-            out += _gap_parts(allowed, (), tuple(sorted((*sites, *extra))), ())
-        elif most == MAX_VISITS == back and len(sites) > MAX_VISITS:
-            # x visited MAX_VISITS + 1 times needs MAX_VISITS other sites between.
-            out += _gap_parts(allowed, (), tuple(sorted((*sites, *extra[1:]))), (), _JOINED)
-    return out
+    most = max(extra.count(x) for x in extra)
+    if most < MAX_VISITS:
+        return _gap_parts(allowed, (), tuple(sorted((*sites, *extra))), ())
+    if most == MAX_VISITS == len(extra) and len(sites) > MAX_VISITS:
+        # x visited MAX_VISITS + 1 times needs MAX_VISITS other sites between.
+        return _gap_parts(allowed, (), tuple(sorted((*sites, *extra[1:]))), (), _JOINED)
+    return []
 
 
 def _gap_parts(allowed: frozenset[str], prefix: tuple[str, ...], middle: tuple[str, ...],
@@ -853,6 +864,14 @@ def _more_runs(allowed: frozenset[str], kind: _Kind
     return parts
 
 
+def _exact_runs(allowed: frozenset[str], kind: _Kind
+                ) -> list[tuple[frozenset[str], frozenset[str], _Kind]]:
+    """The plans of a kept-apart node holding exactly its runs (each other site visited
+    once), as gapped nodes (:func:`_visiting`; empty where the walk DP cannot hold them)."""
+    extra = tuple(sorted(x for x, r in _apart_runs(kind).items() for _ in range(r - 1)))
+    return _visiting(allowed, extra)
+
+
 def _split(allowed: frozenset[str], forced: frozenset[str], kind: _Kind, used: frozenset[str],
            free: list[str], state: tuple[tuple[Box, ...], float, bool, bool] | None,
            max_back: int = _APART_GAP_BACK
@@ -880,14 +899,20 @@ def _split(allowed: frozenset[str], forced: frozenset[str], kind: _Kind, used: f
     # A kept-apart node its second search leaves below the incumbent: by its steps back.
     apart_back = not free and bool(kind) and kind[0] == _APART and len(kind) == 3 and deep \
         and 2 <= _revisits(kind)[0] <= max_back and len(allowed) <= _GAP_SITES
-    # A kept-apart node left below the incumbent otherwise: by the runs its plans hold.
+    # A kept-apart node left below the incumbent otherwise: by the runs its plans hold;
+    # once those say how often its plans step back at least, by their steps back.
+    extra = sum(r - 1 for r in _apart_runs(kind).values()) if kind and kind[0] == _APART \
+        else 0
     more_runs = not free and bool(kind) and kind[0] == _APART and deep and not apart_back \
-        and len(allowed) <= _GAP_SITES and _RESIDUALS[(kind[2],)] > sum(
-            r - 1 for r in _apart_runs(kind).values())
+        and len(allowed) <= _GAP_SITES and _RESIDUALS[(kind[2],)] > extra
+    runs_back = not free and bool(kind) and kind[0] == _APART and deep and len(kind) > 3 \
+        and len(allowed) <= _GAP_SITES and _RESIDUALS[(kind[2],)] == extra \
+        and (kind[2],) in _NEXT_RESIDUAL and bool(_exact_runs(allowed, kind))
     # The plans visiting each site once: by the order of their first sites.
     prefixed = not free and bool(kind) and (kind == _ONCE or kind[0] == _PREFIX)
     if not (bool(used) and bool(free or ordered or walks2 or apart or prefixed
-                                or once_back or gapped or apart_back or more_runs)):
+                                or once_back or gapped or apart_back or more_runs
+                                or runs_back)):
         return None
     if ordered:
         return _order_parts(allowed, forced)
@@ -910,6 +935,9 @@ def _split(allowed: frozenset[str], forced: frozenset[str], kind: _Kind, used: f
         return parts
     if more_runs:
         return _more_runs(allowed, kind)
+    if runs_back:
+        return [*_exact_runs(allowed, kind), (allowed, allowed, _apart_kind(
+            _NEXT_RESIDUAL[(kind[2],)][0], _apart_runs(kind)))]
     if prefixed:
         return _prefix_parts(allowed, () if kind == _ONCE else kind[1:])
     parts = [(allowed - set(free), forced, kind)]

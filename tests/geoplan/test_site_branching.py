@@ -511,6 +511,44 @@ def test_more_runs_parts_cover_every_walk_stepping_back(sites: str, back: int) -
     assert walks
 
 
+@pytest.mark.parametrize("runs", [{"B": 3, "C": 2}, {"B": 2, "C": 2, "D": 2}, {"C": 4}])
+def test_runs_stepping_back_as_often_as_asked_split_by_their_walks(runs: dict[str, int]
+                                                                     ) -> None:
+    """A kept-apart node whose runs step back as often as its residual asks (three times),
+    after its second search: split into the plans holding exactly those runs (gapped
+    nodes; split on, their leaves are exactly the walks with those visits, and a site
+    visited four times is a joined node holding each such walk with two visits joined)
+    and the plans stepping back four times or more with the same runs."""
+    sb = site_branching
+    allowed = frozenset("ABCDE")
+    kind = sb._apart_kind("<revisits3>", runs)
+    assert sb._split(allowed, allowed, kind, allowed, [], ((), 0.0, True, False)) is None
+    parts = sb._split(allowed, allowed, kind, allowed, [], ((), 0.0, True, True))
+    assert parts is not None
+    kinds = [k for _, _, k in parts]
+    assert kinds[-1] == sb._apart_kind("<revisits4>", runs)
+    leaves: list[tuple[str, ...]] = []
+    joined: list[tuple[str, ...]] = []
+    todo = kinds[:-1]
+    while todo:
+        k = todo.pop()
+        if k[0] not in (sb._GAP, sb._JOINED):
+            leaves.append(k)
+            continue
+        more = sb._gap_parts(allowed, *sb._gap_split(k), k[0])
+        if k[0] == sb._JOINED and not more:
+            joined.append(k)
+        todo += [c for _, _, c in more]
+    walks = [w for w in sb.walks_stepping_back(sorted(allowed), 3)
+             if all(w.count(x) == r for x, r in runs.items())]
+    assert walks
+    if max(runs.values()) <= 3:
+        assert sorted(leaves) == sorted(walks) and not joined
+    for w in walks if max(runs.values()) > 3 else []:
+        at = [i for i, x in enumerate(w) if x == "C"]
+        assert any(_held(c, w[:at[2]] + w[at[2] + 1:]) for c in joined), w
+
+
 def test_kept_apart_nodes_stepping_back_three_times_split_when_asked() -> None:
     """With ``max_back=3`` a kept-apart node stepping back three times or more (after its
     second search) is split into gapped and joined nodes and the next residual; by
