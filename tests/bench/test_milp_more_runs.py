@@ -39,3 +39,23 @@ def test_the_stored_count_is_the_one_the_results_readme_states() -> None:
     assert count == len(milp_three_back.CASES)
     assert lines[-1].startswith("proven: ")
     assert f"\n{lines[-1]}\n" in readme
+
+
+def test_the_proof_times_the_results_readme_states() -> None:
+    """bench/results/README.md quotes how the proofs both stored runs made moved."""
+    def proofs(path: Path) -> dict[str, float]:
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line]
+        return {f"{r['instance']} {r['lambda']}": r["wall_s"] for r in rows
+                if r["status"] == "optimal"}
+
+    now, before = proofs(milp_more_runs.OUT), proofs(milp_more_runs.BEFORE)
+    moved = {k: round(now[k] - before[k], 1) for k in now.keys() & before.keys()}
+    slower = sorted(v for v in moved.values() if v > 0)
+    faster = [k for k, v in moved.items() if v < 0]
+    readme = (Path(milp_more_runs.__file__).resolve().parent / "results" / "README.md")
+    words = {5: "five", 6: "six", 7: "seven"}
+    quoted = (f"Of the {words[len(moved)]} proofs both runs made, five took\nlonger now (by "
+              f"{slower[0]}-{slower[-1]} s) and one less (661, by {-moved[faster[0]]} s)")
+    assert len(moved) == 6 and len(slower) == 5 and len(faster) == 1
+    assert "s661" in faster[0]
+    assert quoted in readme.read_text()
