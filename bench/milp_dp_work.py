@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,19 +61,26 @@ def compare(rows: list[dict[str, Any]], before: dict[str, dict[str, Any]], then:
     return lines
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.milp_dp_work",
-                                 description=(__doc__ or "").split("\n\n")[0])
+def default_main(argv: list[str] | None, prog: str, doc: str, out: Path, key: str,
+                 table: Callable[[list[dict[str, Any]]], list[str]]) -> int:
+    """Run (or ``--report``) the default ``milp`` on milp_three_back's instances, each row
+    marked ``key``, into ``out``; ``table`` makes the report of the rows."""
+    ap = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
     paired.add_cases(ap, milp_three_back.CASES)
 
     def runs(args: argparse.Namespace) -> Iterator[tuple[dict[str, Any], str]]:
         for inst, lam in paired.instances(args.cases):
-            row = milp_narrow.run_one(inst, True, args.threads, args.time_limit, key=KEY,
+            row = milp_narrow.run_one(inst, True, args.threads, args.time_limit, key=key,
                                       params={})
             yield row, (f"{inst.name} lambda {lam:g}: {milp_narrow.cell(row)}, plan "
                         f"{row['objective']}; HiGHS {milp_narrow.highs_cell(row)}")
 
-    return paired.main(ap, OUT, argv, runs, summary)
+    return paired.main(ap, out, argv, runs, table)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return default_main(argv, "python -m bench.milp_dp_work", __doc__ or "", OUT, KEY,
+                        summary)
 
 
 if __name__ == "__main__":

@@ -15,14 +15,12 @@ time) and sets each beside ``bench/milp_dp_work.py``'s stored run (commit b82e52
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench import milp_dp_work, milp_narrow, milp_three_back, paired
+from bench import milp_dp_work
 
 OUT = Path(__file__).resolve().parent / "results" / "milp-more-runs" / "results.jsonl"
 #: The rows set beside these: milp_dp_work's.
@@ -38,18 +36,8 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.milp_more_runs",
-                                 description=(__doc__ or "").split("\n\n")[0])
-    paired.add_cases(ap, milp_three_back.CASES)
-
-    def runs(args: argparse.Namespace) -> Iterator[tuple[dict[str, Any], str]]:
-        for inst, lam in paired.instances(args.cases):
-            row = milp_narrow.run_one(inst, True, args.threads, args.time_limit, key=KEY,
-                                      params={})
-            yield row, (f"{inst.name} lambda {lam:g}: {milp_narrow.cell(row)}, plan "
-                        f"{row['objective']}; HiGHS {milp_narrow.highs_cell(row)}")
-
-    return paired.main(ap, OUT, argv, runs, summary)
+    return milp_dp_work.default_main(argv, "python -m bench.milp_more_runs", __doc__ or "",
+                                     OUT, KEY, summary)
 
 
 if __name__ == "__main__":
