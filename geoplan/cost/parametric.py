@@ -746,9 +746,8 @@ def _double_close(V, K, E, alive, L, pos, site_pow, site_price, ws, TC,
                   trace):  # pragma: no cover - compiled
     """Close a site of two runs kept apart: both complete; the site is priced as the
     joined site its runs would make (its end set by whether it holds the first and the
-    last stage, any of the multi-site end sets: the other sites may be held to one run
-    each, this one never); states with nothing placed on it end (it must be used)."""
-    close_ok = _APART_CLOSE
+    last stage, :func:`_joined_mask`); states with nothing placed on it end (it must be
+    used)."""
     for gl in range(4):
         V[gl, :] = np.inf
         alive[gl] = False
@@ -756,17 +755,23 @@ def _double_close(V, K, E, alive, L, pos, site_pow, site_price, ws, TC,
         u0 = pair % _RUN_PAIR
         u1 = pair // _RUN_PAIR
         ok = _pair_run_done(u0) and _pair_run_done(u1)
-        m = 12
-        if u0 // 9 == 1 or u1 // 9 == 1:
-            m |= 1
-        if (u0 // 3) % 3 == 1 or (u1 // 3) % 3 == 1:
-            m |= 2
-        if m == 13:
-            m = 9  # the first stage's run ends inter-site: F..X
-        elif m == 14:
-            m = 6  # S..L
-        _close_states(V, K, E, alive, L, pair, ok and close_ok[m], site_pow[pos] * m,
+        m = _joined_mask(u0 // 9 == 1 or u1 // 9 == 1,
+                         (u0 // 3) % 3 == 1 or (u1 // 3) % 3 == 1)
+        _close_states(V, K, E, alive, L, pair, ok and _APART_CLOSE[m], site_pow[pos] * m,
                       ws * site_price[pos, m], TC, pos, trace)
+
+
+@njit(cache=True)
+def _joined_mask(first, last):  # pragma: no cover - compiled
+    """The end set of a site whose runs are kept apart, joined: S..X, with F..X if it holds
+    the first stage and S..L if it holds the last (any multi-site end set: the other sites
+    may be held to one run each, this one never)."""
+    m = 12 | (1 if first else 0) | (2 if last else 0)
+    if m == 13:
+        return 9  # the first stage's run ends inter-site: F..X
+    if m == 14:
+        return 6  # S..L
+    return m
 
 
 @njit(cache=True)
@@ -822,8 +827,8 @@ def _multi_step(V, K, E, W, KW, EW, alive, nalive, dq, L, pos, sigma, caps, kapp
 def _multi_close(V, K, E, alive, L, pos, site_pow, site_price, ws, TC, trace,
                  runs):  # pragma: no cover - compiled
     """Close a site of ``runs`` runs or more (:func:`_multi_step`): ``runs`` starts and
-    ends, middles in a run of two or more GPUs; priced as the joined site, as
-    :func:`_double_close`; states with nothing placed on it end (it must be used)."""
+    ends, middles in a run of two or more GPUs; priced as the joined site
+    (:func:`_joined_mask`); states with nothing placed on it end (it must be used)."""
     n = runs + 1
     for gl in range(4):
         V[gl, :] = np.inf
@@ -833,11 +838,7 @@ def _multi_close(V, K, E, alive, L, pos, site_pow, site_price, ws, TC, trace,
         fl = (slot // 3) % 4
         st = (slot // 12) % n
         en = slot // (12 * n)
-        m = 12 | fl
-        if m == 13:
-            m = 9  # the first stage's run ends inter-site: F..X
-        elif m == 14:
-            m = 6  # S..L
+        m = _joined_mask(fl & 1, fl & 2)
         ok = st == runs and en == runs and f != 1 and _APART_CLOSE[m]
         _close_states(V, K, E, alive, L, slot, ok, site_pow[pos] * m, ws * site_price[pos, m],
                       TC, pos, trace)
@@ -1243,7 +1244,8 @@ class _Boxes:
         self.pos_site = site_idx
         # At a site's last position: the site must be used (set by parametric_bound's forced).
         self.force = np.zeros(ordered.size, np.bool_)
-        # At every position of a site whose runs are kept apart as two (keep_apart).
+        # At every position of a site whose runs are kept apart (keep_apart): the least
+        # runs it holds (2: two told apart, more: counted), 0 elsewhere.
         self.double = np.zeros(ordered.size, np.int64)
         self.site_price = np.zeros((ordered.size, 16))  # walk prices per position and mask
         self.code = 0  # the mask code of the minimiser of the last :meth:`_lagrange`

@@ -533,8 +533,7 @@ def _revisits(kind: _Kind) -> tuple[int, str | None]:
     """The steps back a node's plans take at least (0: not known), and the first site whose
     runs its search keeps apart (None: none)."""
     if kind and kind[0] == _APART:
-        extra = sum(r - 1 for r in _apart_runs(kind).values())
-        return max(_RESIDUALS[(kind[2],)], extra), kind[1]
+        return max(_RESIDUALS[(kind[2],)], _runs_back(kind)), kind[1]
     return _RESIDUALS.get(kind, 0), None
 
 
@@ -543,6 +542,14 @@ def _apart_runs(kind: _Kind) -> dict[str, int]:
     runs = {kind[1]: int(kind[3]) if len(kind) > 3 else 2}
     runs.update((x, int(r)) for x, r in zip(kind[4::2], kind[5::2], strict=True))
     return runs
+
+
+def _runs_back(kind: _Kind) -> int:
+    """The steps back a kept-apart node's least runs take (each run beyond a site's first;
+    0 for other kinds)."""
+    if not kind or kind[0] != _APART:
+        return 0
+    return sum(r - 1 for r in _apart_runs(kind).values())
 
 
 def _apart_kind(marker: str, runs: dict[str, int]) -> _Kind:
@@ -897,17 +904,15 @@ def _split(allowed: frozenset[str], forced: frozenset[str], kind: _Kind, used: f
     apart = not free and kind in _RESIDUALS and not walks2 and not once_back and bool(used)
     deep = True if state is None else state[3]
     # A kept-apart node its second search leaves below the incumbent: by its steps back.
-    apart_back = not free and bool(kind) and kind[0] == _APART and len(kind) == 3 and deep \
-        and 2 <= _revisits(kind)[0] <= max_back and len(allowed) <= _GAP_SITES
+    kept = not free and bool(kind) and kind[0] == _APART and deep \
+        and len(allowed) <= _GAP_SITES
+    apart_back = kept and len(kind) == 3 and 2 <= _revisits(kind)[0] <= max_back
     # A kept-apart node left below the incumbent otherwise: by the runs its plans hold;
     # once those say how often its plans step back at least, by their steps back.
-    extra = sum(r - 1 for r in _apart_runs(kind).values()) if kind and kind[0] == _APART \
-        else 0
-    more_runs = not free and bool(kind) and kind[0] == _APART and deep and not apart_back \
-        and len(allowed) <= _GAP_SITES and _RESIDUALS[(kind[2],)] > extra
-    runs_back = not free and bool(kind) and kind[0] == _APART and deep and len(kind) > 3 \
-        and len(allowed) <= _GAP_SITES and _RESIDUALS[(kind[2],)] == extra \
-        and (kind[2],) in _NEXT_RESIDUAL and bool(_exact_runs(allowed, kind))
+    more_runs = kept and not apart_back and _RESIDUALS[(kind[2],)] > _runs_back(kind)
+    exact = _exact_runs(allowed, kind) if kept and len(kind) > 3 and (
+        kind[2],) in _NEXT_RESIDUAL and _RESIDUALS[(kind[2],)] == _runs_back(kind) else []
+    runs_back = bool(exact)
     # The plans visiting each site once: by the order of their first sites.
     prefixed = not free and bool(kind) and (kind == _ONCE or kind[0] == _PREFIX)
     if not (bool(used) and bool(free or ordered or walks2 or apart or prefixed
@@ -936,7 +941,7 @@ def _split(allowed: frozenset[str], forced: frozenset[str], kind: _Kind, used: f
     if more_runs:
         return _more_runs(allowed, kind)
     if runs_back:
-        return [*_exact_runs(allowed, kind), (allowed, allowed, _apart_kind(
+        return [*exact, (allowed, allowed, _apart_kind(
             _NEXT_RESIDUAL[(kind[2],)][0], _apart_runs(kind)))]
     if prefixed:
         return _prefix_parts(allowed, () if kind == _ONCE else kind[1:])

@@ -109,6 +109,15 @@ def _site_walk(order: list[int] | tuple[int, ...], cl) -> tuple[int, ...]:
     return tuple(walk)
 
 
+def _orders_by_walk(inst: Instance, cl) -> dict[tuple[int, ...], list[list[int]]]:
+    """Every GPU order of two or more GPUs, by the sites of its runs (:func:`_site_walk`)."""
+    by_walk: dict[tuple[int, ...], list[list[int]]] = {}
+    for k in range(2, inst.n + 1):
+        for o in itertools.permutations(range(inst.n), k):
+            by_walk.setdefault(_site_walk(o, cl), []).append(list(o))
+    return by_walk
+
+
 @pytest.mark.parametrize(("family", "seed", "lam", "n"), [
     ("metro", 0, 1.0, 6), ("metro", 1, 0.5, 6), ("geo", 3, 1.0, 6), ("geo", 4, 0.5, 6),
     ("metro", 5, 1.0, 7), ("geo", 2, 0.5, 7),
@@ -126,10 +135,7 @@ def test_path_and_revisit_bounds_never_exceed_the_plans_they_count(family: str, 
     ev = Evaluator(inst)
     cl = bounds.clusters(inst)
     args = (inst.coefficients(), inst.layers, cl, ev.weights)
-    by_walk: dict[tuple[int, ...], list[list[int]]] = {}
-    for k in range(2, inst.n + 1):
-        for o in itertools.permutations(range(inst.n), k):
-            by_walk.setdefault(_site_walk(o, cl), []).append(list(o))
+    by_walk = _orders_by_walk(inst, cl)
     checked = {"path": 0, "walk": 0, "walk3": 0, "revisits": 0, "revisits3": 0}
     revisit: dict[tuple[frozenset[int], int], list[list[int]]] = {}
     for walk, orders in by_walk.items():
@@ -180,12 +186,7 @@ def test_bounds_by_runs_per_site_never_exceed_the_plans_they_count(
     ev = Evaluator(inst)
     cl = bounds.clusters(inst)
     args = (inst.coefficients(), inst.layers, cl, ev.weights)
-    walks: dict[tuple[int, ...], list[list[int]]] = {}
-    for k in range(3, inst.n + 1):
-        for o in itertools.permutations(range(inst.n), k):
-            walk = _site_walk(o, cl)
-            if len(walk) > len(set(walk)):
-                walks.setdefault(walk, []).append(list(o))
+    walks = {w: os for w, os in _orders_by_walk(inst, cl).items() if len(w) > len(set(w))}
     specs = {(frozenset(w), tuple(sorted(need.items())))
              for w in walks for need in [
                  *({x: r} for x in set(w) for r in (3, 4) if w.count(x) >= r),
@@ -229,18 +230,16 @@ def test_kept_apart_and_once_bounds_never_exceed_the_plans_they_count(
     args = (inst.coefficients(), inst.layers, cl, ev.weights)
     apart: dict[tuple[frozenset[int], int, int], list[list[int]]] = {}
     once: dict[frozenset[int], list[list[int]]] = {}
-    for k in range(2, inst.n + 1):
-        for o in itertools.permutations(range(inst.n), k):
-            walk = _site_walk(o, cl)
-            repeats = len(walk) - len(set(walk))
-            if len(walk) < 2:
-                continue
-            if not repeats:
-                once.setdefault(frozenset(walk), []).append(list(o))
-            for r in set(walk):
-                if walk.count(r) >= 2:
-                    for need in range(1, min(repeats, 3) + 1):
-                        apart.setdefault((frozenset(walk), need, r), []).append(list(o))
+    for walk, orders in _orders_by_walk(inst, cl).items():
+        repeats = len(walk) - len(set(walk))
+        if len(walk) < 2:
+            continue
+        if not repeats:
+            once.setdefault(frozenset(walk), []).extend(orders)
+        for r in set(walk):
+            if walk.count(r) >= 2:
+                for need in range(1, min(repeats, 3) + 1):
+                    apart.setdefault((frozenset(walk), need, r), []).extend(orders)
     raised = 0
     for (used, need, r), orders in sorted(apart.items(), key=str):
         best, _, _ = reference_optimum(inst, orders)
