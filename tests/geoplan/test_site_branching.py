@@ -442,6 +442,29 @@ def test_joined_bounds_never_exceed_the_plans_they_count(family: str, seed: int,
         parametric_bound(*args, max_boxes=10, gapped=((0,), (1, 2), (3,)), joined=0)
 
 
+def _split_gapped(allowed: frozenset[str], kinds: list[tuple[str, ...]]
+                  ) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]]]:
+    """Gapped and joined nodes split again and again (:func:`_gap_parts`): the walks they
+    end in, and the joined nodes that stop (those with a first and a last site)."""
+    sb = site_branching
+    leaves: list[tuple[str, ...]] = []
+    joined: list[tuple[str, ...]] = []
+    todo = list(kinds)
+    while todo:
+        kind = todo.pop()
+        if kind[0] not in (sb._GAP, sb._JOINED):
+            leaves.append(kind)
+            continue
+        parts = sb._gap_parts(allowed, *sb._gap_split(kind), kind[0])
+        if kind[0] == sb._JOINED:
+            p, _, s = sb._gap_split(kind)
+            assert (parts == []) == (bool(p) and bool(s))
+            if not parts:
+                joined.append(kind)
+        todo += [c for _, _, c in parts]
+    return leaves, joined
+
+
 @pytest.mark.parametrize("k", [4, 5])
 def test_three_steps_back_parts_cover_every_walk(k: int) -> None:
     """The parts of a kept-apart node stepping back exactly three times (B kept apart):
@@ -451,21 +474,8 @@ def test_three_steps_back_parts_cover_every_walk(k: int) -> None:
     and last site."""
     sites = sorted("ABCDEFG"[:k])
     allowed = frozenset(sites)
-    leaves: list[tuple[str, ...]] = []
-    joined: list[tuple[str, ...]] = []
-    todo = [c for _, _, c in site_branching._gap_roots(allowed, 3, "B")]
-    while todo:
-        kind = todo.pop()
-        if kind[0] not in (site_branching._GAP, site_branching._JOINED):
-            leaves.append(kind)
-            continue
-        parts = site_branching._gap_parts(allowed, *site_branching._gap_split(kind), kind[0])
-        if kind[0] == site_branching._JOINED:
-            p, _, s = site_branching._gap_split(kind)
-            assert (parts == []) == (bool(p) and bool(s))
-            if not parts:
-                joined.append(kind)
-        todo += [c for _, _, c in parts]
+    leaves, joined = _split_gapped(
+        allowed, [c for _, _, c in site_branching._gap_roots(allowed, 3, "B")])
     walks = site_branching.walks_stepping_back(sites, 3)
     assert sorted(leaves) == [w for w in walks if 1 < w.count("B") <= 3
                               and max(map(w.count, w)) <= 3]
@@ -526,18 +536,7 @@ def test_runs_stepping_back_as_often_as_asked_split_by_their_walks(runs: dict[st
     assert parts is not None
     kinds = [k for _, _, k in parts]
     assert kinds[-1] == sb._apart_kind("<revisits4>", runs)
-    leaves: list[tuple[str, ...]] = []
-    joined: list[tuple[str, ...]] = []
-    todo = kinds[:-1]
-    while todo:
-        k = todo.pop()
-        if k[0] not in (sb._GAP, sb._JOINED):
-            leaves.append(k)
-            continue
-        more = sb._gap_parts(allowed, *sb._gap_split(k), k[0])
-        if k[0] == sb._JOINED and not more:
-            joined.append(k)
-        todo += [c for _, _, c in more]
+    leaves, joined = _split_gapped(allowed, kinds[:-1])
     walks = [w for w in sb.walks_stepping_back(sorted(allowed), 3)
              if all(w.count(x) == r for x, r in runs.items())]
     assert walks
