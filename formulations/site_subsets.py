@@ -68,10 +68,12 @@ class SiteSearchParams(SolverParams):
                                  "the budget left (0: none; bench/milp_memetic.py)",
                                  at_least=0.0, at_most=1.0)
 
-    memetic_after_share: float = param(0.1, "after site branching leaves the best plan "
-                                       "unproven, the memetic algorithm (the paper's stop) "
-                                       "from it for at most this share of the budget left "
-                                       "(0: none)", at_least=0.0, at_most=1.0)
+    memetic_after_share: float = param(0.25, "after site branching leaves the best plan "
+                                       "unproven, the memetic algorithm (the paper's stop, "
+                                       "then its sequence search) from it for at most this "
+                                       "share of the budget left (0: none; "
+                                       "bench/milp_after_share.py)", at_least=0.0,
+                                       at_most=1.0)
 
     def runs_solvers(self) -> tuple[str, ...]:
         return ("memetic",) if self.memetic_share > 0 or self.memetic_after_share > 0 else ()
