@@ -68,6 +68,11 @@ def test_bound_never_exceeds_the_reference_optimum(seed: int) -> None:
     pb2 = parametric_bound(c, inst.layers, bounds.clusters(inst), w,
                            incumbent=opt.objective, max_boxes=300)
     assert pb2.value <= opt.objective
+    # From the first search's boxes (as site branching's nodes start), where boxes are
+    # first tried for closing by the last multiplier search alone (lambda in (0, 1)).
+    pb3 = parametric_bound(c, inst.layers, bounds.clusters(inst), w,
+                           incumbent=opt.objective, max_boxes=300, start=pb.open_boxes)
+    assert pb3.value <= opt.objective
 
 
 def test_bound_is_tight_where_the_relaxation_is_exact() -> None:
@@ -362,6 +367,28 @@ def test_shared_box_tables_give_the_same_search() -> None:
     assert res.status == "optimal" and res.objective is not None
     again = parametric_bound(*args, start=own.open_boxes, start_stall=0)
     assert own.value <= again.value <= res.objective * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_quick_close_keeps_the_bound_and_saves_searches(monkeypatch: pytest.MonkeyPatch,
+                                                        seed: int) -> None:
+    """With energy in the objective, a search from start boxes tries each box's closing by
+    the last multiplier search alone: the bound stays below the optimum, and the search
+    takes fewer DPs than with the three searches."""
+    inst = Instance.from_dict(generators.by_family("metro", 12, 12, seed, lam=0.5))
+    ev = Evaluator(inst)
+    cl = bounds.clusters(inst)
+    args = (inst.coefficients(), inst.layers, cl, ev.weights)
+    res = solve(inst, "bnb", seed=1, time_limit=600, threads=1, params={"parametric": False})
+    assert res.status == "optimal" and res.objective is not None
+    first = parametric_bound(*args, max_boxes=40)
+    got = {}
+    for on in (True, False):
+        monkeypatch.setattr(parametric, "_QUICK_CLOSE", on)
+        got[on] = parametric_bound(*args, incumbent=res.objective, start=first.open_boxes,
+                                   max_boxes=400)
+        assert got[on].value <= res.objective * (1 + 1e-12)
+    assert got[True].dp_calls < got[False].dp_calls
 
 
 def test_progress_reports_rising_proven_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
