@@ -1759,6 +1759,15 @@ class _Boxes:
         if self.b <= 0.0:
             return bounds._below(self.a * x_lo), s_lo
         p_lo = self._lagrange(qa, qb, zb, 0.0, 1.0, 0.0, self.idle_scale, case)
+        return bounds._below(self._product_search(qa, qb, za, zb, x_lo, p_lo, case, floor,
+                                                  ceil)), s_lo
+
+    def _product_search(self, qa: int, qb: int, za: float, zb: float, x_lo: float,
+                        p_lo: float, case: int, floor: float = -_INF, ceil: float = _INF
+                        ) -> float:
+        """The objective's multiplier search with T P linearised at T >= ``x_lo``,
+        P >= ``p_lo`` (T P >= x P + p T - x p), before rounding down; stopped as
+        :meth:`_evaluate_case`'s last search by ``floor`` and ``ceil``."""
         ws = self.a + self.b * p_lo / 1e3
         self.last_ws = ws
         wp = self.b * x_lo / 1e3
@@ -1769,8 +1778,7 @@ class _Boxes:
         lo = floor - const - _CUT_MARGIN * max(abs(floor), 1.0) if math.isfinite(floor) \
             else -_INF
         hi = ceil - const + _CUT_MARGIN * max(abs(ceil), 1.0) if math.isfinite(ceil) else _INF
-        rest = self._search_mu(qa, qb, zb, ws, wp, wd, w_scale, case, lo, hi)
-        return bounds._below(rest + const), s_lo
+        return self._search_mu(qa, qb, zb, ws, wp, wd, w_scale, case, lo, hi) + const
 
     def _quick_close(self, qa: int, qb: int, za: float, zb: float, s_parent: float,
                      case: int, ceil: float) -> float | None:
@@ -1783,20 +1791,12 @@ class _Boxes:
         x = s_parent + (M - 1) za and p = 0 the same last search gives a valid, weaker
         bound at a third of the searches: where it reaches the incumbent the box is
         closed all the same."""
-        x_lo = s_parent + (self.M - 1.0) * za
-        wp = self.b * x_lo / 1e3
-        wd = self.b * self.M / 1e3
-        const = self.a * (self.M - 1.0) * za
-        hi = ceil - const + _CUT_MARGIN * max(abs(ceil), 1.0)
-        rest = self._search_mu(qa, qb, zb, self.a, wp, wd,
-                               self.a * self.mu_scale + wp * self.idle_scale, case, ceil=hi)
-        if not math.isfinite(rest):
+        t = self._product_search(qa, qb, za, zb, s_parent + (self.M - 1.0) * za, 0.0, case,
+                                 ceil=ceil)
+        if not math.isfinite(t):
             return None
-        v = bounds._below(rest + const)
-        if v < ceil:
-            return None
-        self.last_ws = self.a
-        return v
+        v = bounds._below(t)
+        return v if v >= ceil else None
 
 
 def _restrict(bx: _Boxes, cluster: np.ndarray, forced: tuple[int, ...],
