@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -80,19 +81,22 @@ def summary(rows: list[dict[str, Any]], key: str = "narrow",
 
 def ab_main(argv: list[str] | None, prog: str, doc: str, out: Path, cases: tuple[str, ...],
             key: str, names: tuple[str, str],
-            params: Callable[[bool], dict[str, Any]]) -> int:
+            params: Callable[[bool], dict[str, Any]],
+            arm: Callable[[bool], AbstractContextManager[object]] | None = None) -> int:
     """An on/off bench of the MILP (this one's and its twins'): on each instance, one run
     with ``params(True)`` and one with ``params(False)`` (:func:`run_one`, the variant
     recorded under ``key``), appended to ``out``; ``--report`` prints :func:`summary`
-    (the variants called ``names``)."""
+    (the variants called ``names``). ``arm(on)``, when given, is entered around each run
+    (for variants set by a module switch rather than a solver parameter)."""
     ap = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
     paired.add_cases(ap, cases)
 
     def runs(args: argparse.Namespace) -> Iterator[tuple[dict[str, Any], str]]:
         for inst, lam in paired.instances(args.cases):
             for on in (True, False):
-                row = run_one(inst, on, args.threads, args.time_limit, key=key,
-                              params=params(on))
+                with arm(on) if arm is not None else nullcontext():
+                    row = run_one(inst, on, args.threads, args.time_limit, key=key,
+                                  params=params(on))
                 yield row, (f"{inst.name} lambda {lam:g} {key}={on}: {cell(row)}, plan "
                             f"{row['objective']}; HiGHS {highs_cell(row)}")
 

@@ -15,13 +15,13 @@ with that try and without it on each instance, one run at a time, two threads ea
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench import milp_narrow, paired
+from bench import milp_narrow
 from geoplan.cost import parametric
 
 OUT = Path(__file__).resolve().parent / "results" / "milp-quick-close" / "results.jsonl"
@@ -40,25 +40,20 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
     return milp_narrow.summary(rows, KEY, NAMES)
 
 
+@contextmanager
+def _quick_close(on: bool) -> Iterator[None]:
+    """The module switch set for one run (it is read when each search starts)."""
+    saved = parametric._QUICK_CLOSE
+    parametric._QUICK_CLOSE = on
+    try:
+        yield
+    finally:
+        parametric._QUICK_CLOSE = saved
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.milp_quick_close",
-                                 description=(__doc__ or "").split("\n\n")[0])
-    paired.add_cases(ap, CASES)
-
-    def runs(args: argparse.Namespace) -> Iterator[tuple[dict[str, Any], str]]:
-        for inst, lam in paired.instances(args.cases):
-            for on in (True, False):
-                saved = parametric._QUICK_CLOSE
-                parametric._QUICK_CLOSE = on  # read when each search starts
-                try:
-                    row = milp_narrow.run_one(inst, on, args.threads, args.time_limit,
-                                              key=KEY, params={})
-                finally:
-                    parametric._QUICK_CLOSE = saved
-                yield row, (f"{inst.name} lambda {lam:g} {KEY}={on}: "
-                            f"{milp_narrow.cell(row)}, plan {row['objective']}")
-
-    return paired.main(ap, OUT, argv, runs, summary)
+    return milp_narrow.ab_main(argv, "python -m bench.milp_quick_close", __doc__ or "", OUT,
+                               CASES, KEY, NAMES, lambda on: {}, arm=_quick_close)
 
 
 if __name__ == "__main__":
