@@ -25,6 +25,7 @@ import numpy as np
 
 from formulations.site_paths import improve_on_site_paths
 from geoplan.cost import bounds, evaluate
+from geoplan.cost.normalise import needs_normalisers
 from geoplan.cost.parametric import ParametricBound, instance_bound, proves, refine_by_sites
 from geoplan.errors import InputError
 from geoplan.model.instance import Instance
@@ -88,6 +89,9 @@ _RERUN_SHARE = 0.25
 #: the MILP on the root's four sites (32 GPUs) found 336.37 in 3 s, and branching proved
 #: it in 68 s, against 108 s from 337.74 (it found 336.37 itself after 23 s).
 _FIRST_SUBSET_SHARE = 0.05
+#: A site-subset search that ended on sites holding every class site branching left open
+#: proves the best plan (:func:`subsets_close_classes`); a switch for bench/subset_proof.py.
+_CLOSE_BY_SUBSETS = True
 #: A solver that solves site branching's classes itself (``classes_solved``) skips the
 #: site-subset search after branching when every class has at most this many sites: the
 #: class's own MILP holds every better plan on them. At metro N=32 L=32 lambda 1 (instance
@@ -158,7 +162,8 @@ def improve_on_site_subsets(
 ) -> tuple[tuple[Plan, float] | None, dict[str, list[dict[str, object]]]]:
     """The best plan of the ``milp`` solver on each site subset (at most ``max_sets``,
     in order, within ``seconds`` in all), if better than ``incumbent``; and a summary
-    for the caller's info (per set: GPUs, status, objective, seconds).
+    for the caller's info (per set: its sites, GPUs, status, objective, lower bound,
+    seconds).
 
     A set proven optimal (or found no better) hands its unused time to the next.
     The plan returned is priced on the whole instance.
@@ -168,9 +173,10 @@ def improve_on_site_subsets(
     end = time.perf_counter() + max(seconds, 0.0)
     best = incumbent
     tried: list[dict[str, object]] = []
-    subsets = [sub for sub in (subset_instance(instance, s) for s in site_sets[:max_sets])
-               if sub is not None]
-    for k, sub in enumerate(subsets):
+    names = bounds.site_names(instance) or []
+    subsets = [(sub, [names[x] for x in s]) for sub, s in (
+        (subset_instance(instance, s), s) for s in site_sets[:max_sets]) if sub is not None]
+    for k, (sub, sites) in enumerate(subsets):
         left = end - time.perf_counter()
         share = left / (len(subsets) - k)
         if share < 0.5 or stopped():
@@ -180,7 +186,8 @@ def improve_on_site_subsets(
         t = time.perf_counter()
         r = solve(sub, "milp", seed=seed, time_limit=share, threads=threads, warm_up=False,
                   warm_start=starts or None, params={"site_subsets": False})
-        row: dict[str, object] = {"gpus": sub.n, "status": r.status, "objective": r.objective,
+        row: dict[str, object] = {"sites": sites, "gpus": sub.n, "status": r.status,
+                                  "objective": r.objective, "lower_bound": r.lower_bound,
                                   "seconds": round(time.perf_counter() - t, 3)}
         tried.append(row)
         if r.plan is None or not isinstance(r.plan, Plan):
@@ -295,6 +302,23 @@ def after_bound(instance: Instance, options: SolveOptions, params: SiteSearchPar
             rerun()  # its open boxes are where branching starts
             if proves(pb.floor, best[1]):
                 return pb, best, True
+
+    def closed_by_subsets() -> bool:
+        """Whether a site subset solved to the end holds every class branching left open
+        (:func:`subsets_close_classes`); if so, ``pb`` takes its bound (traced)."""
+        nonlocal pb
+        if not _CLOSE_BY_SUBSETS:
+            return False
+        bound = subsets_close_classes(instance, pb, subset_rows)
+        if bound is None or best is None:
+            return False
+        value = max(pb.value, min(best[1], bound))
+        if value > pb.value:
+            pb = replace(pb, value=value)
+            info["parametric"] = {**pb.summary(), "closed_by_site_subset": True}
+            record()
+        return True
+
     if branch_share > 0 and not options.stopped():
         refined = refine_by_sites(instance, pb, None if best is None else best[1],
                                   branch_share, options.remaining(), options.stopped,
@@ -312,7 +336,7 @@ def after_bound(instance: Instance, options: SolveOptions, params: SiteSearchPar
             info["parametric"] = pb.summary()
             best = found or best
             record()
-        if best is not None and proves(pb.floor, best[1]):
+        if (best is not None and proves(pb.floor, best[1])) or closed_by_subsets():
             return pb, best, True
         if params.memetic_after_share > 0 and best is not None and not options.stopped():
             # Unproven after branching, the gap is often the plan's: at metro N=64 L=48
@@ -339,8 +363,41 @@ def after_bound(instance: Instance, options: SolveOptions, params: SiteSearchPar
         better, later = improve_on_site_subsets(
             instance, sets, best, subset_share * options.remaining(),
             seed=options.seed, threads=options.threads, stopped=options.stopped)
-        info["site_subsets"] = {"sets": subset_rows + later["sets"]}
+        subset_rows += later["sets"]
+        info["site_subsets"] = {"sets": subset_rows}
         if better is not None:
             best = better
             record()
+        if closed_by_subsets():
+            return pb, best, True
     return pb, best, best is not None and proves(pb.floor, best[1])
+
+
+def subsets_close_classes(instance: Instance, pb: ParametricBound,
+                          rows: Sequence[dict[str, Any]]) -> float | None:
+    """A bound on every plan site branching left open (``pb.classes``: every plan better
+    than its incumbent) when a site-subset search solved to the end
+    (:func:`improve_on_site_subsets`'s rows: status optimal, or infeasible: no plan) was on
+    sites holding every class's: those plans are plans of that subset, bounded by its
+    proven bound (its optimum, up to HiGHS's tolerance). None otherwise. At geo N=32 L=32
+    lambda 0.5 (instance seed 869) the one class left was on the two sites the search had
+    just solved, and CP-SAT then spent 48 s on the whole model without closing it.
+
+    The subset's plans cost what they cost on the whole pool: its objective is the
+    instance's, normalisers included (resolved before any solver runs)."""
+    if not pb.classes or (needs_normalisers(instance) and 0 < instance.objective.lam < 1):
+        return None
+    held = set().union(*(c.sites for c in pb.classes))
+    bound: float | None = None
+    for row in rows:
+        sites = row.get("sites")
+        if not isinstance(sites, list) or not held <= set(sites):
+            continue
+        if row["status"] == "infeasible":
+            value = math.inf
+        elif row["status"] == "optimal" and isinstance(row.get("lower_bound"), float):
+            value = float(row["lower_bound"])
+        else:
+            continue
+        bound = value if bound is None else max(bound, value)
+    return bound

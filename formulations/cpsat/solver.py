@@ -168,14 +168,24 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
                                        options.remaining(), options.stopped,
                                        lambda b: record_bound(options, pre_trace, inc, b))
         floor, info["parametric"] = pb.floor, pb.summary()
-        if not (hint_price is not None and parametric.proves(floor, hint_price)):
+        # The price of a plan the site searches proved optimal without the bound reaching
+        # it (a site subset solved to the end holding every plan branching left open).
+        proven_price: float | None = None
+
+        def settled() -> bool:
+            return hint_price is not None and (parametric.proves(floor, hint_price) or (
+                proven_price is not None and hint_price <= proven_price * (1 + 1e-12)))
+
+        if not settled():
             known = hinted()
-            pb, better, _ = site_subsets.after_bound(
+            pb, better, by_sites = site_subsets.after_bound(
                 instance, options, params, params.parametric_share, pb, known, pre_trace, info)
             floor = pb.floor
             adopt(better, known, "site_search")
-        if options.deferred_start is not None and not (
-                hint_price is not None and parametric.proves(floor, hint_price)):
+            found = better or known
+            if by_sites and found is not None:
+                proven_price = found[1]
+        if options.deferred_start is not None and not settled():
             take_warm()  # only now that the bound and site branching prove nothing
         if math.isfinite(floor) and floor > 0:
             # The floor as a constraint: CP-SAT's own bound starts there and it stops as
@@ -186,7 +196,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
             if lb_int > 0:
                 built.model.add(built.objective >= lb_int)
                 info["parametric_cut"] = lb_int
-        if hint_price is not None and parametric.proves(floor, hint_price):
+        if settled() and hint_price is not None:
             # The bound reaches the hinted plan: it is optimal, no search needed.
             if wants_warm:
                 info["warm_start_accepted"] = hint_covers_warm
@@ -194,7 +204,9 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
             options.callbacks.on_improvement(options.elapsed(), hint_price, lb)
             return Outcome(hint_plan, "optimal", lower_bound=lb, info=info,
                            trace=[*pre_trace, TraceRow(options.elapsed(), hint_price, lb)],
-                           message="the parametric bound reaches the hinted plan")
+                           message="the parametric bound reaches the hinted plan"
+                           if parametric.proves(floor, hint_price) else "a site subset "
+                           "solved to the end holds every plan site branching left open")
     elif options.deferred_start is not None:
         take_warm()
 

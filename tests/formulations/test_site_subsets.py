@@ -321,3 +321,107 @@ def test_the_memetic_kernels_are_warmed_up_only_when_the_step_runs(
         solve(inst, "milp", seed=0, time_limit=600, threads=1,
               params={"memetic_share": share, "memetic_after_share": share})
         assert warmed == expected
+
+
+def test_a_solved_subset_holding_every_class_bounds_them() -> None:
+    """The classes branching leaves open are bounded by a subset search that ended (its
+    proven bound; no plan at all if infeasible) on sites holding all of them; a subset
+    missing one of their sites, or cut short, bounds nothing."""
+    inst = _instance("metro", 10, 1)
+    pb = instance_bound(inst, None, 0.5, 30.0)
+    pb = replace(pb, classes=(PlanClasses(("A", "B")), PlanClasses(("B", "C"), ("C",))))
+
+    def row(sites: str, status: str, lower: float | None = None) -> dict[str, object]:
+        return {"sites": list(sites), "gpus": 4, "status": status, "objective": None,
+                "lower_bound": lower, "seconds": 0.0}
+
+    close = site_subsets.subsets_close_classes
+    assert close(inst, pb, [row("ABC", "optimal", 5.0)]) == 5.0
+    assert close(inst, pb, [row("ABCD", "optimal", 5.0), row("ABC", "optimal", 6.0)]) == 6.0
+    assert close(inst, pb, [row("ABC", "infeasible")]) == float("inf")
+    assert close(inst, pb, [row("AB", "optimal", 5.0)]) is None  # C's class not held
+    assert close(inst, pb, [row("ABC", "feasible", 5.0)]) is None  # cut short
+    assert close(inst, replace(pb, classes=()), [row("ABC", "optimal", 5.0)]) is None
+    # Normalisers left to each pool would price the subset's plans differently.
+    raw = Instance.from_dict(generators.by_family("metro", 10, 10, 1, lam=0.5))
+    assert close(raw, pb, [row("ABC", "optimal", 5.0)]) is None
+    assert close(resolve_normalisers(raw), pb, [row("ABC", "optimal", 5.0)]) == 5.0
+
+
+@pytest.mark.parametrize(("when", "status"), [("before", "optimal"), ("after", "optimal"),
+                                               ("after", "infeasible"), ("after", "feasible")])
+def test_a_solved_subset_holding_the_classes_proves_the_best_plan(
+        monkeypatch: pytest.MonkeyPatch, when: str, status: str) -> None:
+    """After branching, a site subset solved to the end (before branching or after it)
+    whose sites hold every class left open proves the best plan: the bound becomes the
+    least of it and the subset's bound, and the memetic step after branching is skipped
+    when the first set proved it. Cut short (feasible), it proves nothing. Branching and
+    the searches are stubbed."""
+    inst = _instance("metro", 10, 1)
+    names = bounds.site_names(inst)
+    start = metis_default_plan(inst)
+    assert names is not None and start is not None
+    best = (start, float(evaluate(inst, start).objective))
+    pb = instance_bound(inst, best[1], 0.5, 30.0)
+    assert pb.site_sets and not proves(pb.value, best[1])
+    held = [names[k] for k in pb.site_sets[0]]
+    lower = best[1] * (1 - 1e-7)  # a MILP's optimum, up to its tolerance
+    calls: list[str] = []
+
+    def fake(instance: Instance, site_sets: object, incumbent: object, seconds: float,
+             **kw: object) -> tuple[None, dict[str, list[dict[str, object]]]]:
+        now = "before" if not calls else "after"
+        calls.append(now)
+        rows = [{"sites": held, "gpus": 4, "status": status if now == when else "feasible",
+                 "objective": best[1], "lower_bound": lower if status == "optimal" else None,
+                 "seconds": 0.0}]
+        return None, {"sets": rows}
+
+    monkeypatch.setattr(site_subsets, "improve_on_site_subsets", fake)
+    monkeypatch.setattr(site_subsets, "refine_by_sites", lambda instance, pb, *a, **k: replace(
+        pb, classes=(PlanClasses(tuple(held[:2]), tuple(held[:1])),)))
+    monkeypatch.setattr(site_subsets, "memetic_from", lambda *a, **k: (None, {"stub": 1}))
+    info: dict[str, Any] = {}
+    got_pb, got, proven = site_subsets.after_bound(
+        inst, SolveOptions(seed=0, time_limit=60), SlicedParams.parse(
+            {"site_paths": False, "memetic_share": 0}), 0.5, pb, best, [], info)
+    assert got == best
+    assert proven == (status != "feasible")
+    if status == "feasible":
+        assert got_pb.value == pb.value
+        return
+    assert got_pb.value == (lower if status == "optimal" else best[1])
+    assert info["parametric"]["closed_by_site_subset"] is True
+    assert ("memetic_after" in info) == (when == "after")
+    assert calls == (["before"] if when == "before" else ["before", "after"])
+
+
+def test_cpsat_returns_a_plan_the_site_searches_proved_without_its_search(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the steps after the bound prove a plan (a solved subset holding every class),
+    CP-SAT returns it as optimal, with their bound, and does not search; otherwise it
+    searches. The steps are stubbed, returning B&B's proven optimum."""
+    from formulations.cpsat import solver as cpsat_solver
+
+    inst = _instance("metro", 8, 1)
+    opt = solve(inst, "bnb", seed=1, time_limit=600, threads=1)
+    assert opt.status == "optimal" and opt.plan is not None and opt.objective is not None
+    found = (opt.plan, float(opt.objective))
+    lower = found[1] * (1 - 1e-7)
+
+    for proven in (True, False):
+        def fake(instance: Instance, options: object, params: object, share: float,
+                 pb: Any, best: object, trace: object, info: dict[str, Any],
+                 _p: bool = proven, **k: object) -> tuple[Any, object, bool]:
+            info["stubbed"] = True
+            return replace(pb, value=min(pb.value, lower)), found, _p
+
+        monkeypatch.setattr(cpsat_solver.site_subsets, "after_bound", fake)
+        r = solve(inst, "cpsat", seed=0, time_limit=60, threads=1,
+                  params={"heuristic": False})
+        assert r.info.get("stubbed") is True
+        assert r.status == "optimal" and r.objective == pytest.approx(found[1], rel=1e-12)
+        by_subset = r.message == ("a site subset solved to the end holds every plan site "
+                                  "branching left open")
+        assert by_subset == proven
+        assert ("cpsat_status" in r.info) == (not proven)
