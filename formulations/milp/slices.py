@@ -30,7 +30,7 @@ from geoplan.cost.parametric import Box, PlanClasses
 from geoplan.model.instance import Instance
 from geoplan.model.plan import Plan
 
-__all__ = ["Slice", "add_class_rows", "add_slice_rows", "class_slices", "in_slice",
+__all__ = ["Slice", "add_class_rows", "add_slice_rows", "class_slice", "class_slices", "in_slice",
            "make_slices", "restrict_to_class", "slice_data"]
 
 
@@ -81,15 +81,30 @@ def make_slices(boxes: Sequence[Box], n_slices: int,
 def class_slices(boxes: Sequence[Box], n_slices: int,
                  classes: Sequence[PlanClasses]) -> list[Slice]:
     """The slices of ``boxes`` for each of site branching's ``classes`` (none: the boxes
-    alone): a class of plans stepping back is one slice over every box (its MILP is
+    alone; a class's own boxes when it has them, :func:`class_slice`): a class of plans
+    stepping back is one slice over every box (its MILP is
     strong, see :func:`geoplan.cost.site_branching._classes`), the other class is cut on
     the bottleneck (:func:`make_slices`). Least bound first."""
     if not classes:
         return make_slices(boxes, n_slices)
     out = []
     for c in classes:
-        out += make_slices(boxes, 1 if c.revisits else n_slices, c)
+        out += class_slice(boxes, c, 1 if c.revisits else n_slices)
     return sorted(out, key=lambda s: s.bound)
+
+
+#: Slice a class on its own nodes' boxes when it has them (:func:`class_slice`); a switch
+#: for bench/class_boxes.py.
+_CLASS_BOXES = True
+
+
+def class_slice(boxes: Sequence[Box], classes: PlanClasses, n_slices: int = 1) -> list[Slice]:
+    """The slices of one class (:func:`make_slices`): on its own nodes' boxes when branching
+    kept them (:attr:`PlanClasses.boxes`, every better plan of the class lies in one), else
+    on ``boxes`` (the search's). The slices' class keeps no boxes (a slice is sent to
+    workers)."""
+    own = classes.boxes if _CLASS_BOXES else ()
+    return make_slices(own or boxes, n_slices, replace(classes, boxes=()))
 
 
 def slice_data(data: MilpData, sl: Slice) -> MilpData | None:

@@ -190,7 +190,8 @@ search takes 8.5 ms instead of 45, and 60 s of branching end 0.27 % below it.
 plans stepping back (revisit residuals, kept-apart parts) one class per site set, the
 others one class (or, when they are a few path nodes, one class each with its site
 order, :data:`_PATH_CLASSES`); a class is the sites its plans may use and must use
-and the range of their inter-site sends (:func:`_sends`: a node's visits less one). The
+and the range of their inter-site sends (:func:`_sends`: a node's visits less one), with
+its nodes' open boxes (every better plan of a node lies in one of its own). The
 sliced MILP (:mod:`formulations.sliced`) solves each class with those as rows: an exact
 model is strong exactly where this branching is weak, on plans with many inter-site sends. At
 metro N=64 L=48 lambda 1 (instance seed 179) the whole pool's branching spends most of
@@ -492,7 +493,7 @@ def _sends(allowed: frozenset[str], forced: frozenset[str], kind: _Kind
     return len(kind) - 1, len(kind) - 1  # a path or a walk: its visits
 
 
-def _classes(nodes: list[tuple[frozenset[str], frozenset[str], _Kind]]
+def _classes(nodes: list[tuple[frozenset[str], frozenset[str], _Kind, tuple[Box, ...]]]
              ) -> tuple[PlanClasses, ...]:
     """Classes covering the plans of ``nodes`` (the open ones): the nodes of plans that
     step back to a visited site (revisit residuals, kept-apart parts) one class per site
@@ -500,13 +501,15 @@ def _classes(nodes: list[tuple[frozenset[str], frozenset[str], _Kind]]
     which an exact model's LP prices well: at metro N=64 L=48 lambda 1 (instance seed
     179, its six best sites) the MILP closes the plans stepping back three times or more
     in 12 s (those stepping back twice or more in 37 s) and is 2.4 % short after 60 s on
-    all of them."""
-    groups: dict[frozenset[str], list[tuple[frozenset[str], frozenset[str], _Kind]]] = {}
+    all of them. A node's boxes (its search's open boxes, or its parent's when it was not
+    searched; empty: none known) go with its class (:attr:`PlanClasses.boxes`)."""
+    groups: dict[frozenset[str], list[
+        tuple[frozenset[str], frozenset[str], _Kind, tuple[Box, ...]]]] = {}
     for node in nodes:
         key = node[0] if _revisits(node[2])[0] > 0 else frozenset()
         groups.setdefault(key, []).append(node)
     rest = groups.get(frozenset(), [])
-    paths = [k for _, _, k in rest if _is_path(k)]
+    paths = [k for _, _, k, _ in rest if _is_path(k)]
     out = []
     if rest and len(paths) == len(rest) <= _PATH_CLASSES:
         # A few path nodes left: a class each, its order the steps allowed. (One class of
@@ -514,13 +517,13 @@ def _classes(nodes: list[tuple[frozenset[str], frozenset[str], _Kind]]
         # seed 269, the slice holding the best plan took 49 s for two mirrored orders,
         # against 7 s for each alone.)
         del groups[frozenset()]
-        out += [PlanClasses(tuple(sorted(a)), tuple(sorted(f)), *_sends(a, f, k), orders=(k,))
-                for a, f, k in sorted(rest, key=lambda n: n[2])]
+        out += [PlanClasses(tuple(sorted(a)), tuple(sorted(f)), *_sends(a, f, k), orders=(k,),
+                            boxes=b) for a, f, k, b in sorted(rest, key=lambda n: n[2])]
     for _, group in sorted(groups.items(), key=lambda kv: (len(kv[0]), sorted(kv[0]))):
         # A group's nodes all step back (revisits > 0) or none does (the key is empty).
         out.append(PlanClasses.hull([
-            PlanClasses(tuple(sorted(a)), tuple(sorted(f)), *_sends(a, f, k), _revisits(k)[0])
-            for a, f, k in group]))
+            PlanClasses(tuple(sorted(a)), tuple(sorted(f)), *_sends(a, f, k), _revisits(k)[0],
+                        boxes=b) for a, f, k, b in group]))
     return tuple(out)
 
 
@@ -699,8 +702,10 @@ def branch_on_sites(instance: Instance, root: ParametricBound, incumbent: float 
     heapq.heappush(heap, (root.value, counter, all_sites, frozenset(), (),
                           used_sites(root, root_names)))
     nodes = 0
-    # Nodes that cannot be split: (bound, the minimiser's sites, allowed, forced, kind).
-    final: list[tuple[float, frozenset[str], frozenset[str], frozenset[str], _Kind]] = []
+    # Nodes that cannot be split: (bound, the minimiser's sites, allowed, forced, kind,
+    # its open boxes).
+    final: list[tuple[float, frozenset[str], frozenset[str], frozenset[str], _Kind,
+                      tuple[Box, ...]]] = []
     # Per heap tie: the open boxes of the node's search, the incumbent it ran with,
     # whether it ended exhausted, and whether its start boxes were split afresh.
     boxes: dict[int, tuple[tuple[Box, ...], float, bool, bool]] = {
@@ -798,7 +803,7 @@ def branch_on_sites(instance: Instance, root: ParametricBound, incumbent: float 
                     not deep and not splittable))
                 if not splittable and not again:
                     heapq.heappop(heap)
-                    final.append((value, used, allowed, forced, kind))
+                    final.append((value, used, allowed, forced, kind, start or ()))
                     continue
                 now = time.perf_counter()
                 if (stop is not None and stop()) or deadline - now < 2 * _MIN_NODE_S:
@@ -828,15 +833,18 @@ def branch_on_sites(instance: Instance, root: ParametricBound, incumbent: float 
         shelve(part)
     for part in pending:
         shelve(part)
-    # Every node left, as final's rows: (bound, the minimiser's sites, allowed, forced, kind).
-    left = [(v, u, a, f, k) for v, _, a, f, k, u in heap] + final
+    # Every node left, as final's rows: (bound, the minimiser's sites, allowed, forced, kind,
+    # its open boxes).
+    left = [(v, u, a, f, k, (boxes.get(t) or ((),))[0] or ()) for v, t, a, f, k, u in heap]
+    left += final
     leaves = [v for v, *_ in left if v < ub]
     value = min(leaves, default=ub)
     least_sites = min(left, key=lambda t: t[0])[1] if left else frozenset()
     # The classes leave out the nodes whose bound proves ``ub`` (PROOF_TOLERANCE): their
     # plans are no better than ub (1 - 1e-9). At metro N=64 L=48 lambda 1 (instance seed
     # 239) such path nodes were a class whose slices stayed open for 60 s.
-    classes = _classes([(a, f, k) for v, _, a, f, k in left if v < ub and not proves(v, ub)])
+    classes = _classes([(a, f, k, b) for v, _, a, f, k, b in left
+                        if v < ub and not proves(v, ub)])
     return SiteBranching(float(max(value, min(root.value, ub))), nodes, len(leaves),
                          time.perf_counter() - t0, tuple(sorted(least_sites)), plan,
                          ub if plan is not None else None, classes)

@@ -12,7 +12,14 @@ import reference_model as ref
 
 from formulations.milp.data import prepare
 from formulations.milp.model import build_model
-from formulations.milp.slices import Slice, add_slice_rows, make_slices, slice_data
+from formulations.milp.slices import (
+    Slice,
+    add_slice_rows,
+    class_slice,
+    class_slices,
+    make_slices,
+    slice_data,
+)
 from formulations.milp.values import start_values
 from geoplan.cost.parametric import Box, PlanClasses
 from geoplan.model import generators
@@ -46,6 +53,27 @@ def test_slices_cover_every_box_with_valid_floors() -> None:
                 assert lo <= reach
                 reach = max(reach, hi)
             assert reach >= b.zb
+
+
+def test_a_class_is_sliced_on_its_own_boxes_when_it_has_them() -> None:
+    """A class that kept its nodes' boxes is sliced on them (narrower than the search's),
+    a class without on the search's; the hull of classes keeps boxes only when each has
+    some; the slices' class carries no boxes."""
+    root = [Box(1.0, 8, 18, 10.9, 23.3, 100.0)]
+    own = (Box(1.2, 12, 12, 13.0038, 13.0039, 137.8), Box(1.3, 12, 12, 13.0039, 13.0046, 137.8))
+    narrow = PlanClasses(("B", "C", "D"), ("B", "C", "D"), 2, 2, orders=(("D", "B", "C"),),
+                         boxes=own)
+    (sl,) = class_slice(root, narrow)
+    assert (sl.qa, sl.qb, sl.za, sl.zb, sl.bound) == (12, 12, 13.0038, 13.0046, 1.2)
+    assert sl.classes == narrow and sl.classes is not None and sl.classes.boxes == ()
+    plain = PlanClasses(("A", "B"))
+    (wide,) = class_slice(root, plain)
+    assert (wide.qa, wide.qb, wide.za, wide.zb) == (8, 18, 10.9, 23.3)
+    # Least bound first; the class of no revisits cut on its own boxes' bottlenecks.
+    assert [(s.qa, s.za, s.bound) for s in class_slices(root, 4, [narrow, plain])] == [
+        (8, 10.9, 1.0), (12, 13.0038, 1.2), (12, 13.00405, 1.3)]
+    assert PlanClasses.hull([narrow, narrow]).boxes == own + own
+    assert PlanClasses.hull([narrow, plain]).boxes == ()
 
 
 def test_slice_data_restricts_layers_and_arcs_to_the_bottleneck() -> None:

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle import reference_optimum, reference_space
 
-from geoplan.cost import bounds, parametric, site_branching
+from geoplan.cost import bounds, kernel, parametric, site_branching
 from geoplan.cost.evaluate import Evaluator
 from geoplan.cost.normalise import resolve_normalisers
 from geoplan.cost.parametric import instance_bound, parametric_bound, refine_by_sites
@@ -798,7 +798,7 @@ def test_open_classes_hold_every_better_plan(family: str, seed: int, lam: float,
     incumbent (the reference prices all of them) uses a site walk some open class admits;
     the classes say something (some bound the sends) and such plans are left to check."""
     inst, space, ok, site, incumbent, root = _priced_space(family, seed, lam, sites)
-    checked = informative = 0
+    checked = informative = boxed = 0
     for limit in (1, 60, 400, 3000, 10**9):
         calls = itertools.count()
         br = site_branching.branch_on_sites(inst, root, incumbent, time.perf_counter() + 600,
@@ -809,9 +809,32 @@ def test_open_classes_hold_every_better_plan(family: str, seed: int, lam: float,
         informative += any(c.min_sends > 0 or c.max_sends is not None for c in br.classes)
         for k in np.nonzero(ok & (space.objective < ub * (1 - 1e-9)))[0]:
             walk = [site[g] for g in space.orders[k]]
-            assert any(c.admits(walk) for c in br.classes), (limit, walk, br.classes)
+            assert any(_holds(inst, c, space, k, walk) for c in br.classes), (
+                limit, walk, br.classes)
+            boxed += any(c.boxes for c in br.classes)
             checked += 1
-    assert checked > 0 and informative >= 1
+    assert checked > 0 and informative >= 1 and boxed > 0
+
+
+def _holds(inst: Any, c: parametric.PlanClasses, space: Any, k: int, walk: list[str]) -> bool:
+    """Whether class ``c`` holds plan ``k`` of the reference space: it admits its site walk
+    and, when the class keeps its nodes' boxes, one of them holds its stage count and
+    bottleneck (within rounding) and bounds its objective and stage-time sum."""
+    if not c.admits(walk):
+        return False
+    if not c.boxes:
+        return True
+    cf = inst.coefficients()
+    g = np.asarray([inst.gpu_index[x] for x in space.orders[k]], np.int64)
+    n = np.asarray(space.counts[k], np.int64)
+    q = len(g)
+    terms = [kernel.stage_terms(j, g, n, q, cf.comp_ms, cf.comm_ms, cf.overhead_ms)
+             for j in range(q)]
+    tmax = max(t[3] for t in terms)
+    obj = float(space.objective[k])
+    tol = 1e-9
+    return any(b.qa <= q <= b.qb and b.za * (1 - tol) - tol <= tmax <= b.zb * (1 + tol) + tol
+               and b.bound <= obj * (1 + tol) for b in c.boxes)
 
 
 def test_sends_of_each_node_kind() -> None:
@@ -839,7 +862,8 @@ def test_few_path_nodes_are_classes_of_their_own() -> None:
     paths = [(a, a, p) for p in (("B", "D", "A", "C"), ("C", "A", "D", "B"))]
     rest = (a, a, sb._REVISITS2)
     three = (frozenset("ABC"), frozenset("ABC"), ("A", "C", "B"))
-    classes = sb._classes([*paths, rest, three])
+    box = parametric.Box(1.0, 4, 5, 2.0, 3.0, 10.0)
+    classes = sb._classes([(*n, (box,)) for n in [*paths, rest, three]])
     assert [c.orders for c in classes] == [
         (("A", "C", "B"),), (("B", "D", "A", "C"),), (("C", "A", "D", "B"),), ()]
     assert classes[1].admits(list("BBDAACC")) and not classes[1].admits(list("CADB"))
@@ -847,11 +871,14 @@ def test_few_path_nodes_are_classes_of_their_own() -> None:
     assert not classes[0].admits(list("ABC")) and classes[0].admits(list("ACCB"))
     assert classes[2].admits(list("CADB"))
     assert classes[3].revisits == 2 and classes[3].min_sends == 5
-    many = [(a, a, p) for p in itertools.permutations("ABCD")][:sb._PATH_CLASSES + 1]
+    assert all(c.boxes == (box,) for c in classes)  # each node's boxes go with its class
+    many = [(a, a, p, (box,)) for p in itertools.permutations("ABCD")][:sb._PATH_CLASSES + 1]
     (lumped,) = sb._classes(many)
     assert lumped.orders == () and (lumped.min_sends, lumped.max_sends) == (3, 3)
-    mixed = sb._classes([*paths, (a, frozenset("A"), ())])
+    assert lumped.boxes == (box,) * len(many)
+    mixed = sb._classes([*[(*n, (box,)) for n in paths], (a, frozenset("A"), (), ())])
     assert len(mixed) == 1 and mixed[0].orders == ()
+    assert mixed[0].boxes == ()  # a node without boxes: the class has none
 
 
 @pytest.mark.skipif(not forkpool.available(), reason="no fork here")
@@ -884,7 +911,7 @@ def test_open_classes_hold_every_better_plan_in_two_workers(family: str, seed: i
     better = np.nonzero(ok & (space.objective < ub * (1 - 1e-9)))[0]
     for k in better:
         walk = [site[g] for g in space.orders[k]]
-        assert any(c.admits(walk) for c in br.classes), (walk, br.classes)
+        assert any(_holds(inst, c, space, k, walk) for c in br.classes), (walk, br.classes)
 
 
 @settings(max_examples=200, deadline=None)

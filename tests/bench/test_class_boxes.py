@@ -1,0 +1,60 @@
+"""bench/class_boxes.py: the table pairs each instance's runs with and without the classes'
+own boxes, the arms differ in that switch alone, and the results README quotes the stored
+table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ab_bench_rows import ab_row, stored_table
+
+from bench import class_boxes
+from formulations.milp import slices
+
+
+def _row(name: str, on: bool, status: str, wall: float, gap: float | None) -> dict[str, Any]:
+    return ab_row(class_boxes.KEY, name, on, status, wall, gap, load=0.5)
+
+
+def test_summary_pairs_the_variants_and_counts_proofs() -> None:
+    rows = [_row("a", True, "optimal", 21.5, 0.0), _row("a", False, "feasible", 120.0, 2.2e-5),
+            _row("b", True, "optimal", 30.2, 0.0), _row("b", False, "optimal", 41.5, 0.0)]
+    lines = class_boxes.summary(rows)
+    assert lines[0].startswith("| instance | class boxes | its HiGHS | root boxes |")
+    assert lines[-1] == "proven: 2 of 2 class boxes, 1 of 2 root boxes"
+
+
+def test_each_arm_sets_only_the_switch_and_restores_it(monkeypatch: pytest.MonkeyPatch,
+                                                       tmp_path: Path) -> None:
+    seen: list[tuple[bool, dict[str, Any]]] = []
+
+    def fake(inst: Any, on: bool, threads: int, time_limit: float, key: str,
+             params: dict[str, Any]) -> dict[str, Any]:
+        seen.append((slices._CLASS_BOXES, params))
+        return {**_row(inst.name, on, "optimal", 1.0, 0.0), "objective": 1.0}
+
+    monkeypatch.setattr(class_boxes.milp_narrow, "run_one", fake)
+    assert class_boxes.main(["--cases", "metro:6:4:1:0.5", "--time-limit", "1",
+                             "--out", str(tmp_path / "rows.jsonl")]) == 0
+    assert seen == [(True, {}), (False, {})]
+    assert slices._CLASS_BOXES is True
+
+
+def test_the_stored_figures_are_the_ones_the_results_readme_states() -> None:
+    """bench/results/README.md quotes the proof count and the times of the instance that
+    led to the change."""
+    count, lines, readme = stored_table(class_boxes.OUT, class_boxes.summary)
+    assert count == 2 * len(class_boxes.CASES)
+    assert f"\n{lines[-1]}\n" in readme
+    rows = [json.loads(x) for x in class_boxes.OUT.read_text().splitlines() if x]
+    by = {(r["instance"], r[class_boxes.KEY]): r for r in rows}
+    text = " ".join(readme.split())
+    on, off = by["metro-n32-l32-s883", True], by["metro-n32-l32-s883", False]
+    assert on["status"] == "optimal" and off["status"] != "optimal"
+    assert (f"883 proven in {on['wall_s']:.1f} s against {100 * off['gap']:.4f} % short"
+            in text)
+    loads = [r["load_before"] for r in rows]
+    assert f"at load {min(loads):.1f}-{max(loads):.1f}" in text
