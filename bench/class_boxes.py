@@ -14,12 +14,10 @@ default ``milp`` in both arms on each instance, one run at a time, two threads e
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench import milp_narrow
+from bench import milp_narrow, paired
 from formulations.milp import slices
 
 OUT = Path(__file__).resolve().parent / "results" / "class-boxes" / "results.jsonl"
@@ -39,20 +37,10 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
     return milp_narrow.summary(rows, KEY, NAMES)
 
 
-@contextmanager
-def _class_boxes(on: bool) -> Iterator[None]:
-    """The module switch set for one run."""
-    saved = slices._CLASS_BOXES
-    slices._CLASS_BOXES = on
-    try:
-        yield
-    finally:
-        slices._CLASS_BOXES = saved
-
-
 def main(argv: list[str] | None = None) -> int:
     return milp_narrow.ab_main(argv, "python -m bench.class_boxes", __doc__ or "", OUT, CASES,
-                               KEY, NAMES, lambda on: {}, arm=_class_boxes)
+                               KEY, NAMES, lambda on: {},
+                               arm=lambda on: paired.module_switch(slices, "_CLASS_BOXES", on))
 
 
 if __name__ == "__main__":

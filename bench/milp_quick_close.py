@@ -16,12 +16,10 @@ with that try and without it on each instance, one run at a time, two threads ea
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench import milp_narrow
+from bench import milp_narrow, paired
 from geoplan.cost import parametric
 
 OUT = Path(__file__).resolve().parent / "results" / "milp-quick-close" / "results.jsonl"
@@ -40,20 +38,10 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
     return milp_narrow.summary(rows, KEY, NAMES)
 
 
-@contextmanager
-def _quick_close(on: bool) -> Iterator[None]:
-    """The module switch set for one run (it is read when each search starts)."""
-    saved = parametric._QUICK_CLOSE
-    parametric._QUICK_CLOSE = on
-    try:
-        yield
-    finally:
-        parametric._QUICK_CLOSE = saved
-
-
 def main(argv: list[str] | None = None) -> int:
     return milp_narrow.ab_main(argv, "python -m bench.milp_quick_close", __doc__ or "", OUT,
-                               CASES, KEY, NAMES, lambda on: {}, arm=_quick_close)
+                               CASES, KEY, NAMES, lambda on: {},
+                               arm=lambda on: paired.module_switch(parametric, "_QUICK_CLOSE", on))
 
 
 if __name__ == "__main__":

@@ -10,13 +10,16 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from geoplan.model.instance import Instance
 
-__all__ = ["add_cases", "by_instance", "instances", "load_now", "main", "status_cell"]
+__all__ = ["add_cases", "by_instance", "instances", "load_now", "main", "module_switch",
+           "status_cell"]
 
 
 def add_cases(ap: argparse.ArgumentParser, cases: Sequence[str]) -> None:
@@ -45,6 +48,18 @@ def by_instance(rows: Sequence[dict[str, Any]], field: str, variants: Sequence[A
     for r in rows:
         by.setdefault(f"{r['instance']} lambda {r['lambda']:g}", {})[r[field]] = r
     return {name: got for name, got in by.items() if set(variants) <= set(got)}
+
+
+@contextmanager
+def module_switch(module: ModuleType, name: str, value: object) -> Iterator[None]:
+    """``module.name`` set to ``value`` for one run, then restored (the arms of benches
+    whose variants are a module switch, read when a search starts, not a parameter)."""
+    saved = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, saved)
 
 
 def load_now() -> float | None:

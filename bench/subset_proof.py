@@ -38,12 +38,8 @@ def run_one(inst: Any, solver: str, on: bool, threads: int, time_limit: float
             ) -> dict[str, Any]:
     """One run of ``solver`` with the rule on or off; its row."""
     load = paired.load_now()
-    saved = site_subsets._CLOSE_BY_SUBSETS
-    site_subsets._CLOSE_BY_SUBSETS = on
-    try:
+    with paired.module_switch(site_subsets, "_CLOSE_BY_SUBSETS", on):
         res = solve(inst, solver, seed=0, time_limit=time_limit, threads=threads)
-    finally:
-        site_subsets._CLOSE_BY_SUBSETS = saved
     parametric = res.info.get("parametric") or {}
     return {"instance": inst.name, "n": inst.n, "layers": inst.layers, "lambda": inst.lam,
             "solver": solver, KEY: on, "threads": threads, "time_limit": time_limit,
