@@ -61,7 +61,7 @@ def test_the_stored_figures_are_the_ones_the_results_readme_states() -> None:
     assert f"Seed 829 too, in {on['wall_s']:.1f} s" in text
     q_on, q_off = on["narrowed"]["q"], off["narrowed"]["q"]
     assert q_on[0] == q_on[1] and f"at {q_on[0]} stages instead of {q_off[0]}-{q_off[1]}" in text
-    unproven = {k for k, r in by.items() if not r["status"] == "optimal"}
+    unproven = {k for k, r in by.items() if r["status"] != "optimal"}
     assert len(unproven) == 2 * 3 + 2  # 821, 401 and 179 in both arms; 883 and 829 without
     loads = [r["load_before"] for r in rows]
     assert f"at load {min(loads):.1f}-{max(loads):.1f}" in text
