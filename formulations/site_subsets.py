@@ -312,11 +312,11 @@ def after_bound(instance: Instance, options: SolveOptions, params: SiteSearchPar
         bound = subsets_close_classes(instance, pb, subset_rows)
         if bound is None or best is None:
             return False
-        value = max(pb.value, min(best[1], bound))
+        value = min(best[1], bound)
         if value > pb.value:
             pb = replace(pb, value=value)
-            info["parametric"] = {**pb.summary(), "closed_by_site_subset": True}
             record()
+        info["parametric"] = {**pb.summary(), "closed_by_site_subset": True}
         return True
 
     if branch_share > 0 and not options.stopped():

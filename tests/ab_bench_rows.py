@@ -20,20 +20,28 @@ def ab_row(key: str, name: str, on: bool, status: str, wall: float, gap: float |
             "gap": gap, "highs_status": None, "load_before": load}
 
 
-def arm_params(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, key: str,
-               main: Callable[[list[str]], int]) -> list[dict[str, Any]]:
-    """The solver parameters each arm of ``main`` runs with, on one tiny instance (the
-    runs stubbed)."""
-    seen: list[dict[str, Any]] = []
+def arm_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, key: str,
+             main: Callable[[list[str]], int], read: Callable[[], object] = lambda: None
+             ) -> list[tuple[object, dict[str, Any]]]:
+    """Per run of ``main``'s arms, on one tiny instance (the runs stubbed): what ``read()``
+    returns as it starts (a module switch) and the solver parameters it runs with."""
+    seen: list[tuple[object, dict[str, Any]]] = []
 
     def fake(inst: Any, on: bool, threads: int, tl: float, **kw: Any) -> dict[str, Any]:
         params = kw.get("params")
-        seen.append(dict(params or {}))
+        seen.append((read(), dict(params or {})))
         return {**ab_row(key, inst.name, on, "optimal", 1.0, 0.0), "objective": 1.0}
 
     monkeypatch.setattr(milp_narrow, "run_one", fake)
-    main(["--cases", "metro:8:8:1:1", "--out", str(tmp_path / "r.jsonl"), "--time-limit", "5"])
+    assert main(["--cases", "metro:8:8:1:1", "--out", str(tmp_path / "r.jsonl"),
+                 "--time-limit", "5"]) == 0
     return seen
+
+
+def arm_params(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, key: str,
+               main: Callable[[list[str]], int]) -> list[dict[str, Any]]:
+    """The solver parameters each arm of ``main`` runs with (:func:`arm_runs`)."""
+    return [params for _, params in arm_runs(monkeypatch, tmp_path, key, main)]
 
 
 def stored_table(path: Path, summary: Callable[[list[dict[str, Any]]], list[str]]

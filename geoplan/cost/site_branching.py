@@ -835,7 +835,7 @@ def branch_on_sites(instance: Instance, root: ParametricBound, incumbent: float 
         shelve(part)
     # Every node left, as final's rows: (bound, the minimiser's sites, allowed, forced, kind,
     # its open boxes).
-    left = [(v, u, a, f, k, (boxes.get(t) or ((),))[0] or ()) for v, t, a, f, k, u in heap]
+    left = [(v, u, a, f, k, boxes[t][0] if t in boxes else ()) for v, t, a, f, k, u in heap]
     left += final
     leaves = [v for v, *_ in left if v < ub]
     value = min(leaves, default=ub)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ab_bench_rows import ab_row, stored_table
+from ab_bench_rows import ab_row, arm_runs, stored_table
 
 from bench import class_boxes
 from formulations.milp import slices
@@ -29,17 +29,9 @@ def test_summary_pairs_the_variants_and_counts_proofs() -> None:
 
 def test_each_arm_sets_only_the_switch_and_restores_it(monkeypatch: pytest.MonkeyPatch,
                                                        tmp_path: Path) -> None:
-    seen: list[tuple[bool, dict[str, Any]]] = []
-
-    def fake(inst: Any, on: bool, threads: int, time_limit: float, key: str,
-             params: dict[str, Any]) -> dict[str, Any]:
-        seen.append((slices._CLASS_BOXES, params))
-        return {**_row(inst.name, on, "optimal", 1.0, 0.0), "objective": 1.0}
-
-    monkeypatch.setattr(class_boxes.milp_narrow, "run_one", fake)
-    assert class_boxes.main(["--cases", "metro:6:4:1:0.5", "--time-limit", "1",
-                             "--out", str(tmp_path / "rows.jsonl")]) == 0
-    assert seen == [(True, {}), (False, {})]
+    runs = arm_runs(monkeypatch, tmp_path, class_boxes.KEY, class_boxes.main,
+                    lambda: slices._CLASS_BOXES)
+    assert runs == [(True, {}), (False, {})]
     assert slices._CLASS_BOXES is True
 
 

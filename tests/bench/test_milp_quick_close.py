@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ab_bench_rows import ab_row, stored_table
+from ab_bench_rows import ab_row, arm_runs, stored_table
 
 from bench import milp_quick_close
 from geoplan.cost import parametric
@@ -31,18 +31,10 @@ def test_summary_pairs_the_variants_and_counts_proofs() -> None:
 
 def test_each_arm_sets_only_the_switch_and_restores_it(monkeypatch: pytest.MonkeyPatch,
                                                        tmp_path: Path) -> None:
-    seen: list[tuple[bool, dict[str, Any]]] = []
-
-    def fake(inst: Any, on: bool, threads: int, time_limit: float, key: str,
-             params: dict[str, Any]) -> dict[str, Any]:
-        seen.append((parametric._QUICK_CLOSE, params))
-        return {**_row(inst.name, on, "optimal", 1.0, 0.0), "objective": 1.0}
-
-    monkeypatch.setattr(milp_quick_close.milp_narrow, "run_one", fake)
     before = parametric._QUICK_CLOSE
-    assert milp_quick_close.main(["--cases", "metro:6:4:1:0.5", "--time-limit", "1",
-                                  "--out", str(tmp_path / "rows.jsonl")]) == 0
-    assert seen == [(True, {}), (False, {})]
+    runs = arm_runs(monkeypatch, tmp_path, milp_quick_close.KEY, milp_quick_close.main,
+                    lambda: parametric._QUICK_CLOSE)
+    assert runs == [(True, {}), (False, {})]
     assert parametric._QUICK_CLOSE is before is True
 
 
