@@ -67,6 +67,17 @@ def _renice(tids: list[int]) -> None:
             os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + NICE)
 
 
+def _threads(known: list[int]) -> list[int]:
+    """This process's threads (Linux: ``/proc/self/task``), else ``known``. Not
+    ``threading.enumerate()``: after a fork the main thread's ``native_id`` is still the
+    parent's. The queue's feeder thread, started at nice 0 by a plan sent before the
+    renice, is one of them."""
+    try:
+        return [int(tid) for tid in os.listdir("/proc/self/task")]
+    except OSError:
+        return known
+
+
 def _child(instance: Instance, seed: int, time_limit: float, params: SolverParams | None,
            out: Any, stop_event: Any, parent: int, nice_after: float | None) -> None:
     """The peer's body: the memetic solver, stopped by ``stop_event``; its result on ``out``;
@@ -101,7 +112,7 @@ def _child(instance: Instance, seed: int, time_limit: float, params: SolverParam
             t.join()
         if renice_at is not None and time.perf_counter() >= renice_at and "tid" in box:
             renice_at = None
-            _renice([threading.get_native_id(), box["tid"]])
+            _renice(_threads([threading.get_native_id(), box["tid"]]))
     out.put(("error", box["error"]) if "error" in box else ("done", box["result"]))
     out.close()
     out.join_thread()  # flushed before os._exit

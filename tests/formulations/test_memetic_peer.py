@@ -82,7 +82,8 @@ def _nices(pid: int) -> set[int]:
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="no /proc here")
 def test_peer_runs_niced_below_this_process(metro12: Instance) -> None:
     # The exact model next to it keeps every thread; the peer takes what it leaves idle.
-    peer = MemeticPeer(metro12, 4, 600.0, _params(), nice_after=0.0)
+    # (stop=budget: the child runs until it is closed, so its threads are there to read.)
+    peer = MemeticPeer(metro12, 4, 600.0, _params(stop="budget"), nice_after=0.0)
     try:
         while peer.best() is None:  # a plan is sent only after the child has reniced
             time.sleep(0.01)
@@ -97,21 +98,26 @@ def test_peer_runs_niced_below_this_process(metro12: Instance) -> None:
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="no /proc here")
 def test_peer_is_niced_only_after_its_first_seconds(metro12: Instance) -> None:
     mine = os.getpriority(os.PRIO_PROCESS, 0)
-    never = MemeticPeer(metro12, 4, 600.0, _params(), nice_after=None)
-    later = MemeticPeer(metro12, 4, 600.0, _params(), nice_after=0.05)
+    # stop=budget: both children run until closed. Under the adaptive stop this read
+    # {10} only in the moment between the search's end (its queue's feeder thread, started
+    # at nice 0 by a plan sent within 0.05 s, gone) and the child's exit: a CI run caught
+    # the exit instead.
+    never = MemeticPeer(metro12, 4, 600.0, _params(stop="budget"), nice_after=None)
+    later = MemeticPeer(metro12, 4, 600.0, _params(stop="budget"), nice_after=0.05)
     try:
         while never.best() is None or later.best() is None:
             time.sleep(0.01)
         assert never._pid is not None and later._pid is not None
         niced = min(19, mine + memetic_peer.NICE)
-        # Both threads of the child (its solve's and the one watching for a stop) are
-        # reniced within a few of its 20 ms polls; 60 s is never near.
+        # Every thread of the child (its solve's, the one watching for a stop, its queue's
+        # feeder) is reniced within a few of its 20 ms polls; 60 s is never near.
         for _ in range(6000):
             if _nices(later._pid) == {niced}:
                 break
             time.sleep(0.01)
         assert _nices(later._pid) == {niced}
         assert _nices(never._pid) == {mine}
+        assert _nices(os.getpid()) == {mine}  # this process's threads are left alone
     finally:
         never.close()
         later.close()
