@@ -47,7 +47,8 @@ def run_one(inst: Instance, on: bool, threads: int, time_limit: float,
             "highs_status": highs.get("status"), "highs_s": highs.get("seconds"),
             "highs_nodes": highs.get("nodes"), "narrowed": res.info.get("narrowed"),
             "memetic": res.info.get("memetic"),
-            "memetic_after": res.info.get("memetic_after"), "load_before": load}
+            "memetic_after": res.info.get("memetic_after"),
+            "site_paths_after": res.info.get("site_paths_after"), "load_before": load}
 
 
 cell = paired.status_cell

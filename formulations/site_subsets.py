@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from formulations.site_paths import improve_on_site_paths
+from formulations.site_paths import MAX_SETS, improve_on_site_paths
 from geoplan.cost import bounds, evaluate
 from geoplan.cost.normalise import needs_normalisers
 from geoplan.cost.parametric import ParametricBound, instance_bound, proves, refine_by_sites
@@ -98,6 +98,11 @@ _CLOSE_BY_SUBSETS = True
 #: seed 293) that search took 28 s of a 36 s proof and found nothing; the class closed
 #: in 1 s.
 _CLASS_SITES = 4
+#: After site branching leaves the best plan unproven, the site-path search runs again on
+#: the site sets of branching's open nodes (``ParametricBound.open_sets``) not searched
+#: before, within ``site_paths_share`` of the budget left; a switch for
+#: bench/paths_after.py.
+_PATHS_AFTER_BRANCHING = True
 
 
 def memetic_from(instance: Instance, options: SolveOptions, best: tuple[Plan, float],
@@ -280,6 +285,7 @@ def after_bound(instance: Instance, options: SolveOptions, params: SiteSearchPar
                                                params.memetic_share * options.remaining())
         if better is not None and take(better):
             return pb, best, True
+    paths_tried = pb.site_sets[:MAX_SETS]
     if params.site_paths and pb.site_sets and not options.stopped():
         found, info["site_paths"] = improve_on_site_paths(
             instance, pb, best, params.site_paths_share * options.remaining(), options.stopped)
@@ -330,7 +336,8 @@ def after_bound(instance: Instance, options: SolveOptions, params: SiteSearchPar
             ev = evaluate(instance, plan)
             if ev.feasible and (best is None or ev.objective < best[1]):
                 found = (plan, float(ev.objective))
-        if refined.value > pb.value or found is not None or refined.classes:
+        if refined.value > pb.value or found is not None or refined.classes \
+                or refined.open_sets:
             # The classes too: they hold every better plan even when the bound stays.
             pb = refined
             info["parametric"] = pb.summary()
@@ -338,6 +345,15 @@ def after_bound(instance: Instance, options: SolveOptions, params: SiteSearchPar
             record()
         if (best is not None and proves(pb.floor, best[1])) or closed_by_subsets():
             return pb, best, True
+        fresh = tuple(x for x in pb.open_sets if x not in paths_tried)
+        if _PATHS_AFTER_BRANCHING and params.site_paths and fresh and not options.stopped():
+            # Branching says where better plans can still be; its open sets may use sites
+            # no root minimiser does (see site_branching._open_sets: seed 179).
+            found, info["site_paths_after"] = improve_on_site_paths(
+                instance, replace(pb, site_sets=fresh, node_sets=()), best,
+                params.site_paths_share * options.remaining(), options.stopped)
+            if found is not None and take(found):
+                return pb, best, True
         if params.memetic_after_share > 0 and best is not None and not options.stopped():
             # Unproven after branching, the gap is often the plan's: at metro N=64 L=48
             # lambda 0.5 (instance seed 401) the MILP ended at 0.674251 against a bound of

@@ -1147,6 +1147,9 @@ class ParametricBound:
     #: After branching on sites: classes holding every plan better than the incumbent
     #: (empty: nothing known beyond the boxes).
     classes: tuple[PlanClasses, ...] = ()
+    #: After branching on sites: the site sets (cluster labels) of its open nodes whose
+    #: plans need not step back, least first, like :attr:`site_sets` (a primal hint).
+    open_sets: tuple[tuple[int, ...], ...] = ()
 
     @property
     def floor(self) -> float:
@@ -2379,4 +2382,6 @@ def refine_by_sites(instance: Instance, pb: ParametricBound, incumbent: float | 
     sets = ((hint,) if hint else ()) + tuple(x for x in pb.site_sets if x != hint)
     return replace(pb, value=br.value, seconds=pb.seconds + br.seconds, site_sets=sets,
                    branching=br.summary(), plan=br.plan, plan_objective=br.objective,
-                   classes=br.classes)
+                   classes=br.classes,
+                   open_sets=tuple(tuple(sorted(names.index(s) for s in x))
+                                   for x in br.open_sets))

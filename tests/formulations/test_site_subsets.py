@@ -425,3 +425,52 @@ def test_cpsat_returns_a_plan_the_site_searches_proved_without_its_search(
                                   "branching left open")
         assert by_subset == proven
         assert ("cpsat_status" in r.info) == (not proven)
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_the_site_path_search_runs_again_on_branching_s_open_sets(
+        monkeypatch: pytest.MonkeyPatch, on: bool) -> None:
+    """After branching leaves the best plan unproven, the site-path search runs again on
+    the site sets of its open nodes (``open_sets``) that it did not search before, before
+    the memetic algorithm; a better plan it finds is returned. Not with the switch off."""
+    calls: list[tuple[tuple[int, ...], ...]] = []
+    order: list[str] = []
+    inst = _instance("metro", 12, 1)
+    start = metis_default_plan(inst)
+    assert start is not None
+    best = (start, float(evaluate(inst, start).objective))
+    pb = instance_bound(inst, best[1], 0.5, 30.0)
+    pb = replace(pb, site_sets=((0, 1), (1, 2), (0, 2)))
+    better = solve(inst, "milp", seed=0, time_limit=60, threads=1).plan
+    assert better is not None and evaluate(inst, better).objective < best[1]
+
+    def fake_paths(instance: Instance, bound: Any, incumbent: tuple[object, float],
+                   seconds: float, stopped: object) -> tuple[Any, dict[str, object]]:
+        order.append("paths")
+        calls.append(tuple(bound.site_sets))
+        if len(calls) == 1:
+            return None, {}
+        return (better, float(evaluate(inst, better).objective)), {"stub": 1}
+
+    monkeypatch.setattr(site_subsets, "_PATHS_AFTER_BRANCHING", on)
+    monkeypatch.setattr(site_subsets, "improve_on_site_paths", fake_paths)
+    monkeypatch.setattr(site_subsets, "improve_on_site_subsets",
+                        lambda *a, **k: (None, {"sets": []}))
+    monkeypatch.setattr(site_subsets, "instance_bound", lambda *a, **k: pb)
+    monkeypatch.setattr(site_subsets, "refine_by_sites", lambda instance, b, *a, **k: replace(
+        b, open_sets=((1, 2), (0, 1, 2), (0, 2))))
+    monkeypatch.setattr(site_subsets, "memetic_from",
+                        lambda *a, **k: (order.append("memetic"), (None, {}))[1])
+    info: dict[str, object] = {}
+    _, got, _ = site_subsets.after_bound(inst, SolveOptions(seed=0, time_limit=600),
+                                         SlicedParams.parse({}), 0.5, pb, best, [], info)
+    assert calls[0] == ((0, 1), (1, 2), (0, 2))
+    if on:
+        # (1, 2) was searched before branching (the first two sets are); (0, 2) was not.
+        assert calls[1:] == [((0, 1, 2), (0, 2))]
+        assert info["site_paths_after"] == {"stub": 1}
+        assert got is not None and got[0] == better
+        assert order == ["paths", "paths", "memetic"]
+    else:
+        assert order == ["paths", "memetic"] and "site_paths_after" not in info
+        assert got == best

@@ -881,6 +881,24 @@ def test_few_path_nodes_are_classes_of_their_own() -> None:
     assert mixed[0].boxes == ()  # a node without boxes: the class has none
 
 
+def test_open_sets_are_the_sites_of_open_nodes_not_stepping_back() -> None:
+    """``_open_sets``: per open node that need not step back, its own sites where it fixes
+    them (allowed = forced), else its minimiser's; distinct, two sites or more, least bound
+    first. By hand."""
+    sb = site_branching
+    abcd, ab = frozenset("ABCD"), frozenset("AB")
+    nodes = [
+        (5.0, frozenset("ABC"), abcd, ab, ()),              # minimiser's sites: A B C
+        (1.0, frozenset("AB"), abcd, abcd, sb._REVISITS2),  # steps back: left out
+        (2.0, frozenset("AB"), abcd, abcd, ("D", "C", "B", "A")),  # a path: its sites
+        (3.0, frozenset("B"), abcd, frozenset(), ()),       # one site: left out
+        (4.0, frozenset("AB"), abcd, abcd, (sb._PREFIX, "C")),  # the same set again
+        (6.0, frozenset("BD"), frozenset("BD"), frozenset("BD"), sb._ONCE),
+    ]
+    assert sb._open_sets(nodes) == (("A", "B", "C", "D"), ("A", "B", "C"), ("B", "D"))
+    assert sb._open_sets([]) == ()
+
+
 @pytest.mark.skipif(not forkpool.available(), reason="no fork here")
 def test_branching_in_two_workers_proves_what_one_does() -> None:
     """The instance above, its node searches in two forked workers: the same proof, the
