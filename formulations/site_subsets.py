@@ -219,13 +219,15 @@ def after_bound(instance: Instance, options: SolveOptions, params: SiteSearchPar
     (``params.site_branching``; :func:`geoplan.cost.parametric.refine_by_sites`) within
     ``params.site_branching_share`` of the budget left (node searches in ``options.threads``
     processes), which may also find a better plan; then, unless that proves the best plan,
+    the site-path search again on branching's open site sets not searched before
+    (``ParametricBound.open_sets``) within ``params.site_paths_share`` of the budget left,
     the memetic algorithm from the best plan within ``params.memetic_after_share`` of the
     budget left, and the site-subset search on the other site sets within
     ``params.site_subsets_share`` of what is left (skipped by a solver that solves
     branching's classes itself, ``classes_solved``, when each has at most
     :data:`_CLASS_SITES` sites). Improvements are traced and ``info`` gets ``memetic``,
-    ``memetic_after``, ``site_paths``, ``site_subsets`` (the sets searched before
-    branching marked ``before_branching``) and the bound's summary.
+    ``memetic_after``, ``site_paths``, ``site_paths_after``, ``site_subsets`` (the sets
+    searched before branching marked ``before_branching``) and the bound's summary.
     Returns (the bound, the best plan, whether the bound proves it)."""
     subset_share = params.site_subsets_share if params.site_subsets else 0.0
     rerun_share = bound_share
