@@ -48,7 +48,8 @@ class SiteSearchParams(SolverParams):
                                       at_least=0.0, at_most=1.0)
     site_paths: bool = param(True, "first read plans off the parametric bound's least boxes, "
                              "restricted to each order of the sites their minimisers use "
-                             "(formulations.site_paths)")
+                             "(formulations.site_paths); again after site branching, on "
+                             "the sites of its open nodes, when it proves nothing")
     site_paths_share: float = param(0.3, "at most this share of the budget left for that",
                                     at_least=0.0, at_most=1.0)
     site_branching: bool = param(True, "then raise the parametric bound by branching on "
