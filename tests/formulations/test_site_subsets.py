@@ -431,7 +431,7 @@ def test_cpsat_returns_a_plan_the_site_searches_proved_without_its_search(
 def test_the_site_path_search_runs_again_on_branching_s_open_sets(
         monkeypatch: pytest.MonkeyPatch, on: bool) -> None:
     """After branching leaves the best plan unproven, the site-path search runs again on
-    the site sets of its open nodes (``open_sets``) that it did not search before, before
+    the site sets of its open nodes (``open_sets``) that it did not search before, after
     the memetic algorithm; a better plan it finds is returned. Not with the switch off."""
     calls: list[tuple[tuple[int, ...], ...]] = []
     order: list[str] = []
@@ -470,7 +470,7 @@ def test_the_site_path_search_runs_again_on_branching_s_open_sets(
         assert calls[1:] == [((0, 1, 2), (0, 2))]
         assert info["site_paths_after"] == {"stub": 1}
         assert got is not None and got[0] == better
-        assert order == ["paths", "paths", "memetic"]
+        assert order == ["paths", "memetic", "paths"]
     else:
         assert order == ["paths", "memetic"] and "site_paths_after" not in info
         assert got == best
