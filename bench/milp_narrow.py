@@ -83,12 +83,14 @@ def summary(rows: list[dict[str, Any]], key: str = "narrow",
 def ab_main(argv: list[str] | None, prog: str, doc: str, out: Path, cases: tuple[str, ...],
             key: str, names: tuple[str, str],
             params: Callable[[bool], dict[str, Any]],
-            arm: Callable[[bool], AbstractContextManager[object]] | None = None) -> int:
+            arm: Callable[[bool], AbstractContextManager[object]] | None = None,
+            summarise: Callable[[list[dict[str, Any]]], list[str]] | None = None) -> int:
     """An on/off bench of the MILP (this one's and its twins'): on each instance, one run
     with ``params(True)`` and one with ``params(False)`` (:func:`run_one`, the variant
     recorded under ``key``), appended to ``out``; ``--report`` prints :func:`summary`
     (the variants called ``names``). ``arm(on)``, when given, is entered around each run
-    (for variants set by a module switch rather than a solver parameter)."""
+    (for variants set by a module switch rather than a solver parameter); ``summarise``,
+    when given, replaces :func:`summary`."""
     ap = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
     paired.add_cases(ap, cases)
 
@@ -101,7 +103,8 @@ def ab_main(argv: list[str] | None, prog: str, doc: str, out: Path, cases: tuple
                 yield row, (f"{inst.name} lambda {lam:g} {key}={on}: {cell(row)}, plan "
                             f"{row['objective']}; HiGHS {highs_cell(row)}")
 
-    return paired.main(ap, out, argv, runs, lambda rows: summary(rows, key, names))
+    return paired.main(ap, out, argv, runs,
+                       summarise or (lambda rows: summary(rows, key, names)))
 
 
 def main(argv: list[str] | None = None) -> int:

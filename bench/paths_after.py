@@ -48,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     return milp_narrow.ab_main(
         argv, "python -m bench.paths_after", __doc__ or "", OUT, CASES, KEY, NAMES,
         lambda on: {},
-        arm=lambda on: paired.module_switch(site_subsets, "_PATHS_AFTER_BRANCHING", on))
+        arm=lambda on: paired.module_switch(site_subsets, "_PATHS_AFTER_BRANCHING", on),
+        summarise=summary)
 
 
 if __name__ == "__main__":

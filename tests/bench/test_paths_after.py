@@ -4,11 +4,12 @@ in that switch alone."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from ab_bench_rows import ab_row, arm_runs
+from ab_bench_rows import ab_row, arm_runs, stored_table
 
 from bench import paths_after
 from formulations import site_subsets
@@ -34,9 +35,37 @@ def test_summary_pairs_the_variants_and_counts_the_better_plans() -> None:
                          "plan in 1")
 
 
-def test_each_arm_sets_only_the_switch_and_restores_it(monkeypatch: pytest.MonkeyPatch,
-                                                       tmp_path: Path) -> None:
+def test_each_arm_sets_only_the_switch_and_restores_it(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
     runs = arm_runs(monkeypatch, tmp_path, paths_after.KEY, paths_after.main,
                     lambda: site_subsets._PATHS_AFTER_BRANCHING)
     assert runs == [(True, {}), (False, {})]
     assert site_subsets._PATHS_AFTER_BRANCHING is True
+    # The printed summary is this bench's, with its count of better plans.
+    assert "the search after branching ran in 0 of 1 runs" in capsys.readouterr().out
+
+
+def test_the_stored_figures_are_the_ones_the_results_readme_states() -> None:
+    """bench/results/README.md quotes the stored counts, the plans of the instance that
+    led to the change, and the load."""
+    count, lines, readme = stored_table(paths_after.OUT, paths_after.summary)
+    assert count == 2 * len(paths_after.CASES)
+    for line in lines[-2:]:
+        assert f"\n{line}\n" in readme
+    rows = [json.loads(x) for x in paths_after.OUT.read_text().splitlines() if x]
+    by = {(r["instance"], r[paths_after.KEY]): r for r in rows}
+    text = " ".join(readme.split())
+    on, off = by["metro-n64-l48-s179", True], by["metro-n64-l48-s179", False]
+    step = on["site_paths_after"]
+    assert step["objective"] == on["objective"] < off["objective"]
+    assert (f"found {on['objective']:.2f} in {step['seconds']:.1f} s, where the run without "
+            f"it ended at {off['objective']:.2f}; the gap fell from {100 * off['gap']:.2f} % "
+            f"to {100 * on['gap']:.2f} %") in text
+    # Elsewhere the same plans in both arms, and the step found none.
+    for (name, arm), r in by.items():
+        if name != "metro-n64-l48-s179":
+            assert r["objective"] == pytest.approx(by[name, not arm]["objective"], rel=1e-9)
+            assert "objective" not in (r.get("site_paths_after") or {})
+    loads = [r["load_before"] for r in rows]
+    assert f"at load {min(loads):.1f}-{max(loads):.1f}" in text
