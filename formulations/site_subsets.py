@@ -339,8 +339,7 @@ def after_bound(instance: Instance, options: SolveOptions, params: SiteSearchPar
             ev = evaluate(instance, plan)
             if ev.feasible and (best is None or ev.objective < best[1]):
                 found = (plan, float(ev.objective))
-        if refined.value > pb.value or found is not None or refined.classes \
-                or refined.open_sets:
+        if refined.value > pb.value or found is not None or refined.classes:
             # The classes too: they hold every better plan even when the bound stays.
             pb = refined
             info["parametric"] = pb.summary()

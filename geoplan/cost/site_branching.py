@@ -844,16 +844,16 @@ def branch_on_sites(instance: Instance, root: ParametricBound, incumbent: float 
     leaves = [v for v, *_ in left if v < ub]
     value = min(leaves, default=ub)
     least_sites = min(left, key=lambda t: t[0])[1] if left else frozenset()
-    # The classes leave out the nodes whose bound proves ``ub`` (PROOF_TOLERANCE): their
-    # plans are no better than ub (1 - 1e-9). At metro N=64 L=48 lambda 1 (instance seed
-    # 239) such path nodes were a class whose slices stayed open for 60 s.
-    classes = _classes([(a, f, k, b) for v, _, a, f, k, b in left
-                        if v < ub and not proves(v, ub)])
+    # The classes (and open sets) leave out the nodes whose bound proves ``ub``
+    # (PROOF_TOLERANCE): their plans are no better than ub (1 - 1e-9). At metro N=64 L=48
+    # lambda 1 (instance seed 239) such path nodes were a class whose slices stayed open
+    # for 60 s.
+    open_left = [row for row in left if row[0] < ub and not proves(row[0], ub)]
     return SiteBranching(float(max(value, min(root.value, ub))), nodes, len(leaves),
                          time.perf_counter() - t0, tuple(sorted(least_sites)), plan,
-                         ub if plan is not None else None, classes,
-                         _open_sets([(v, u, a, f, k) for v, u, a, f, k, _ in left
-                                     if v < ub and not proves(v, ub)]))
+                         ub if plan is not None else None,
+                         _classes([(a, f, k, b) for _, _, a, f, k, b in open_left]),
+                         _open_sets([(v, u, a, f, k) for v, u, a, f, k, _ in open_left]))
 
 
 def _open_sets(nodes: list[tuple[float, frozenset[str], frozenset[str], frozenset[str], _Kind]]

@@ -457,8 +457,9 @@ def test_the_site_path_search_runs_again_on_branching_s_open_sets(
     monkeypatch.setattr(site_subsets, "improve_on_site_subsets",
                         lambda *a, **k: (None, {"sets": []}))
     monkeypatch.setattr(site_subsets, "instance_bound", lambda *a, **k: pb)
+    # Branching's open nodes (its classes) and their site sets, as it returns them.
     monkeypatch.setattr(site_subsets, "refine_by_sites", lambda instance, b, *a, **k: replace(
-        b, open_sets=((1, 2), (0, 1, 2), (0, 2))))
+        b, classes=(PlanClasses(("A", "B", "C")),), open_sets=((1, 2), (0, 1, 2), (0, 2))))
     monkeypatch.setattr(site_subsets, "memetic_from",
                         lambda *a, **k: (order.append("memetic"), (None, {}))[1])
     info: dict[str, object] = {}
