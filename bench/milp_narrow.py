@@ -48,7 +48,22 @@ def run_one(inst: Instance, on: bool, threads: int, time_limit: float,
             "highs_nodes": highs.get("nodes"), "narrowed": res.info.get("narrowed"),
             "memetic": res.info.get("memetic"),
             "memetic_after": res.info.get("memetic_after"),
-            "site_paths_after": res.info.get("site_paths_after"), "load_before": load}
+            "site_paths_after": res.info.get("site_paths_after"), **bound_fields(res.info),
+            "load_before": load}
+
+
+def bound_fields(info: dict[str, Any]) -> dict[str, Any]:
+    """The root bound search's own seconds (without site branching's), boxes, parts
+    (:mod:`geoplan.cost.root_split`) and whether it ended, and branching's nodes, from a
+    solver's info."""
+    p = info.get("parametric") or {}
+    br = p.get("site_branching") or {}
+    if "seconds" not in p:
+        return {"bound_s": None, "bound_boxes": None, "bound_parts": None,
+                "bound_exhausted": None, "branching_nodes": None}
+    return {"bound_s": round(p["seconds"] - br.get("seconds", 0.0), 3),
+            "bound_boxes": p.get("boxes"), "bound_parts": p.get("parts", 0),
+            "bound_exhausted": p.get("exhausted"), "branching_nodes": br.get("nodes")}
 
 
 cell = paired.status_cell

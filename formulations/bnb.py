@@ -659,7 +659,8 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         known = search.incumbent if search.incumbent < _INF else None
         pb = parametric.instance_bound(
             instance, known, params.parametric_share, options.remaining(), options.stopped,
-            lambda b: record_bound(options, trace, known, max(b, floor)))
+            lambda b: record_bound(options, trace, known, max(b, floor)),
+            workers=options.threads)
         info["parametric"] = pb.summary()
         floor = max(floor, pb.floor)
         if pb.plan is not None:  # a plan the bound's own search found (node runs)

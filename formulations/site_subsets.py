@@ -256,7 +256,7 @@ def after_bound(instance: Instance, options: SolveOptions, params: SiteSearchPar
         if best is None or pb.seconds > _RERUN_SHARE * options.remaining():
             return
         again = instance_bound(instance, best[1], rerun_share, options.remaining(),
-                               options.stopped)
+                               options.stopped, workers=options.threads)
         if again.value > pb.value or again.exhausted:
             pb = replace(again, value=max(again.value, pb.value))
             info["parametric"] = pb.summary()

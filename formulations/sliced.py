@@ -279,7 +279,7 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         options.callbacks.on_improvement(options.elapsed(), best[1], None)
     inc = None if best is None else best[1]
     pb = instance_bound(instance, inc, params.bound_share, options.remaining(), options.stopped,
-                        lambda b: record_bound(options, trace, inc, b))
+                        lambda b: record_bound(options, trace, inc, b), workers=options.threads)
     info["parametric"] = pb.summary()
     if math.isfinite(pb.value):
         record_bound(options, trace, None if best is None else best[1], pb.value)

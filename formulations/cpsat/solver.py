@@ -166,7 +166,8 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         inc = min((e.objective for e in priced if e is not None), default=None)
         pb = parametric.instance_bound(instance, inc, params.parametric_share,
                                        options.remaining(), options.stopped,
-                                       lambda b: record_bound(options, pre_trace, inc, b))
+                                       lambda b: record_bound(options, pre_trace, inc, b),
+                                       workers=options.threads)
         floor, info["parametric"] = pb.floor, pb.summary()
         # The price of a plan the site searches proved optimal without the bound reaching
         # it (a site subset solved to the end holding every plan branching left open).

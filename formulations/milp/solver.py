@@ -168,7 +168,8 @@ def solve(instance: Instance, options: SolveOptions) -> Outcome:
         inc = None if best is None else best[1]
         pb = parametric.instance_bound(instance, inc, params.parametric_share,
                                        options.remaining(), options.stopped,
-                                       lambda b: record_bound(options, trace, inc, b))
+                                       lambda b: record_bound(options, trace, inc, b),
+                                       workers=options.threads)
         floor, info["parametric"] = pb.floor, pb.summary()
         if math.isfinite(floor):
             record_bound(options, trace, None if best is None else best[1], floor)

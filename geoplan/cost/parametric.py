@@ -1150,6 +1150,9 @@ class ParametricBound:
     #: After branching on sites: the site sets (cluster labels) of its open nodes whose
     #: plans need not step back, least first, like :attr:`site_sets` (a primal hint).
     open_sets: tuple[tuple[int, ...], ...] = ()
+    #: The processes the search went on in after its first boxes
+    #: (:mod:`geoplan.cost.root_split`; 0: this one only).
+    parts: int = 0
 
     @property
     def floor(self) -> float:
@@ -1167,6 +1170,8 @@ class ParametricBound:
             out["site_branching"] = self.branching
         if self.levels is not None:
             out["two_level"] = self.levels
+        if self.parts:
+            out["parts"] = self.parts
         return out
 
 
@@ -2232,17 +2237,22 @@ def proves(bound: float, objective: float) -> bool:
 
 def instance_bound(instance: Instance, incumbent: float | None, share: float, remaining: float,
                    stop: Callable[[], bool] | None = None,
-                   progress: Callable[[float], None] | None = None) -> ParametricBound:
+                   progress: Callable[[float], None] | None = None,
+                   workers: int = 1) -> ParametricBound:
     """:func:`parametric_bound` of an instance (normalisers resolved) within ``share`` of
     ``remaining`` seconds (``progress``: as there); on two levels (:func:`two_level_bound`)
-    where its sites hold nodes (:func:`geoplan.cost.bounds.node_groups`)."""
+    where its sites hold nodes (:func:`geoplan.cost.bounds.node_groups`). ``workers`` > 1:
+    the search is split over that many processes (:mod:`geoplan.cost.root_split`)."""
+    from geoplan.cost import root_split  # it builds on this module
     deadline = time.perf_counter() + share * remaining if math.isfinite(remaining) else None
     c, cluster = instance.coefficients(), bounds.clusters(instance)
     groups = bounds.node_groups(np.asarray(c.comm_ms), cluster)
     if groups is not None:
         return two_level_bound(instance, groups, incumbent, deadline, stop, progress)
-    return parametric_bound(c, instance.layers, cluster, ObjectiveWeights.from_instance(instance),
-                            incumbent=incumbent, deadline=deadline, stop=stop, progress=progress)
+    return root_split.split_bound(c, instance.layers, cluster,
+                                  ObjectiveWeights.from_instance(instance), incumbent=incumbent,
+                                  deadline=deadline, workers=workers, stop=stop,
+                                  progress=progress)
 
 
 def two_level_bound(instance: Instance, groups: np.ndarray, incumbent: float | None,
