@@ -45,10 +45,9 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
     ratios = []
     for name, pair in by.items():
         on, off = pair[True], pair[False]
-        lines.append(f"| {name} | {on['bound_s']:.1f}, {on['bound_boxes']}, "
-                     f"{on['bound_parts']} | {off['bound_s']:.1f}, {off['bound_boxes']} | "
-                     f"{on['branching_nodes']} / {off['branching_nodes']} |")
-        if on["bound_parts"] and on["bound_exhausted"] and off["bound_exhausted"]:
+        lines.append(f"| {name} | {_search(on)}, {on.get('bound_parts')} | {_search(off)} | "
+                     f"{on.get('branching_nodes')} / {off.get('branching_nodes')} |")
+        if on.get("bound_parts") and on.get("bound_exhausted") and off.get("bound_exhausted"):
             ratios.append(off["bound_s"] / on["bound_s"])
     if ratios:
         lines += ["", f"root search split and ended in both arms on {len(ratios)} of "
@@ -56,6 +55,13 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
                   f"{statistics.median(ratios):.2f}x (range {min(ratios):.2f}-"
                   f"{max(ratios):.2f}x)"]
     return lines
+
+
+def _search(row: dict[str, Any]) -> str:
+    """A run's root search: its seconds and boxes (``-`` where it did not run)."""
+    if row.get("bound_s") is None:
+        return "-"
+    return f"{row['bound_s']:.1f}, {row['bound_boxes']}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -89,17 +89,18 @@ def _nearest_first(trip: np.ndarray, start: int) -> tuple[int, ...]:
     return tuple(order)
 
 
-def _pools(instance: Instance, pb: ParametricBound) -> list[tuple[Instance, np.ndarray]]:
+def _pools(instance: Instance, pb: ParametricBound
+           ) -> list[tuple[tuple[int, ...], Instance, np.ndarray]]:
     """Per site set of ``pb`` (two or more sites), or per node set of one site
-    (``pb.node_sets``, the two-level search's), the pool restricted to it and the cluster
-    label of each of its GPUs (its site, or its node group)."""
+    (``pb.node_sets``, the two-level search's), the set, the pool restricted to it and the
+    cluster label of each of its GPUs (its site, or its node group)."""
     names = bounds.site_names(instance)
     if names is None:
         return []
     cluster = bounds.clusters(instance)
     groups: np.ndarray | None = None
     nodes = dict(pb.node_sets)
-    out: list[tuple[Instance, np.ndarray]] = []
+    out: list[tuple[tuple[int, ...], Instance, np.ndarray]] = []
     for labels in pb.site_sets:
         if len(labels) >= 2:
             keep = np.isin(cluster, np.asarray(labels, np.int64))
@@ -119,10 +120,11 @@ def _pools(instance: Instance, pb: ParametricBound) -> list[tuple[Instance, np.n
         except InputError:  # those GPUs cannot hold the model
             continue
         if len(labels) >= 2:
-            out.append((sub, bounds.clusters(sub)))
+            out.append((labels, sub, bounds.clusters(sub)))
         else:
             assert groups is not None
-            out.append((sub, np.unique(groups[keep], return_inverse=True)[1].astype(np.int64)))
+            out.append((labels, sub,
+                        np.unique(groups[keep], return_inverse=True)[1].astype(np.int64)))
     return out
 
 
@@ -135,7 +137,8 @@ def improve_on_site_paths(
 ) -> tuple[tuple[Plan, float] | None, dict[str, object]]:
     """The best plan the path-restricted minimisers of ``pb``'s least open boxes form
     (module docstring), if better than ``incumbent``, within ``seconds``; and a summary
-    for the caller's info (site sets, orders, minimisers read, plans priced, seconds).
+    for the caller's info (site sets begun, those searched to the end (``searched``,
+    cluster labels), orders, minimisers read, plans priced, seconds).
 
     Each site set is searched on the pool restricted to its sites (the same plans,
     priced on the whole instance)."""
@@ -149,7 +152,8 @@ def improve_on_site_paths(
     n_sets = n_orders = n_minimisers = n_plans = 0
     boxes = pb.open_boxes[:MAX_BOXES]
     pools = _pools(instance, pb) if boxes else []
-    for sub, cluster in pools[:MAX_SETS]:
+    searched: list[list[int]] = []
+    for labels, sub, cluster in pools[:MAX_SETS]:
         if out_of_time():
             break
         c = sub.coefficients()
@@ -179,7 +183,9 @@ def improve_on_site_paths(
                 if ev.feasible and (best is None or ev.objective < best[1]):
                     best = (plan, float(ev.objective))
             searches = alive
-    summary: dict[str, object] = {"sets": n_sets, "orders": n_orders,
+        if not searches:  # every order's minimisers read: not cut off by the clock
+            searched.append(list(labels))
+    summary: dict[str, object] = {"sets": n_sets, "searched": searched, "orders": n_orders,
                                   "minimisers": n_minimisers, "plans": n_plans,
                                   "seconds": round(time.perf_counter() - t0, 3)}
     if best is not incumbent and best is not None:

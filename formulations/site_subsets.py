@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from formulations.site_paths import MAX_SETS, improve_on_site_paths
+from formulations.site_paths import improve_on_site_paths
 from geoplan.cost import bounds, evaluate
 from geoplan.cost.normalise import needs_normalisers
 from geoplan.cost.parametric import ParametricBound, instance_bound, proves, refine_by_sites
@@ -288,10 +288,11 @@ def after_bound(instance: Instance, options: SolveOptions, params: SiteSearchPar
                                                params.memetic_share * options.remaining())
         if better is not None and take(better):
             return pb, best, True
-    paths_tried = pb.site_sets[:MAX_SETS]
+    paths_tried: set[tuple[int, ...]] = set()  # site sets the path search read to the end
     if params.site_paths and pb.site_sets and not options.stopped():
         found, info["site_paths"] = improve_on_site_paths(
             instance, pb, best, params.site_paths_share * options.remaining(), options.stopped)
+        paths_tried = {tuple(x) for x in info["site_paths"]["searched"]}
         if found is not None and take(found):
             return pb, best, True
     if branch_share > 0 and subset_share > 0 and pb.site_sets and not options.stopped():

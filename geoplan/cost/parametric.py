@@ -207,7 +207,7 @@ _TUNE_ROUNDS = 8
 _WALK_SITES = 8
 #: Open boxes whose minimisers' sites are read for :attr:`ParametricBound.site_sets`
 #: (one once the deadline is past).
-_HINT_BOXES = 4
+HINT_BOXES = 4
 #: At most this many tangent intersections per stage-count multiplier search
 #: (:meth:`_Boxes._lagrange`), and the relative distance to the cutting-plane top at
 #: which it stops.
@@ -1150,6 +1150,11 @@ class ParametricBound:
     #: After branching on sites: the site sets (cluster labels) of its open nodes whose
     #: plans need not step back, least first, like :attr:`site_sets` (a primal hint).
     open_sets: tuple[tuple[int, ...], ...] = ()
+    #: Per open box read for :attr:`site_sets`, least first: its bound and the sites of its
+    #: minimiser (empty: none); parts of one search are merged by them
+    #: (:mod:`geoplan.cost.root_split`).
+    hints: tuple[tuple[float, tuple[int, ...]], ...] = field(default=(), compare=False,
+                                                            repr=False)
     #: The processes the search went on in after its first boxes
     #: (:mod:`geoplan.cost.root_split`; 0: this one only).
     parts: int = 0
@@ -2154,11 +2159,13 @@ def parametric_bound(
     boxes = merge_boxes([Box(float(v), qa, qb, za, zb, min(s for _, s in cases))
                          for v, _, qa, qb, za, zb, cases, _, _ in ordered])
     site_sets: list[tuple[int, ...]] = []
+    hints: list[tuple[float, tuple[int, ...]]] = []
     configs: list[tuple[tuple[int, int, int], ...]] = []
     if bx.n_sites >= 2 and not (stop is not None and stop()):
         late = deadline is not None and time.perf_counter() >= deadline
-        for _v, _, qa, qb, za, zb, cases, _, _ in ordered[:1 if late else _HINT_BOXES]:
+        for v, _, qa, qb, za, zb, cases, _, _ in ordered[:1 if late else HINT_BOXES]:
             used = tuple(int(labels[i]) for i in bx.minimiser_sites(qa, qb, za, zb, cases))
+            hints.append((float(v), used))
             if used and used not in site_sets:
                 site_sets.append(used)
             if path is not None:
@@ -2167,7 +2174,7 @@ def parametric_bound(
                     configs.append(found)
     return ParametricBound(float(value), n_boxes, bx.dp_calls, time.perf_counter() - t0,
                            exhausted, boxes, bx.transitions_summary, tuple(site_sets),
-                           configs=tuple(configs))
+                           configs=tuple(configs), hints=tuple(hints))
 
 
 def path_minimisers(c: Coefficients, layers: int, cluster: np.ndarray,

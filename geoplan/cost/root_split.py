@@ -114,7 +114,7 @@ def merge(first: ParametricBound, parts: list[ParametricBound],
           incumbent: float | None) -> ParametricBound:
     """One search's outcome of the ``parts`` that went on from ``first``'s open boxes:
     the least bound, every part's open boxes, the least part's transition prices, and the
-    parts' site sets, least part first."""
+    site sets of the least boxes the parts read (:attr:`ParametricBound.hints`)."""
     ordered = sorted(parts, key=lambda pb: pb.value)
     value = ordered[0].value
     # The bound cannot rise any more once every part holding it is final; the others
@@ -122,9 +122,12 @@ def merge(first: ParametricBound, parts: list[ParametricBound],
     exhausted = all(pb.exhausted for pb in parts if pb.value <= value)
     if incumbent is not None and value >= incumbent:
         value, exhausted = float(incumbent), True
+    # The sites of the least boxes any part read, as the one search reads its least boxes.
+    read = sorted((h for pb in parts for h in pb.hints), key=lambda h: h[0])
     sets: list[tuple[int, ...]] = []
-    for pb in ordered:
-        sets += [s for s in pb.site_sets if s not in sets]
+    for _, used in read[:parametric.HINT_BOXES]:
+        if used and used not in sets:
+            sets.append(used)
     boxes: list[Box] = list(heapq.merge(*(pb.open_boxes for pb in parts),
                                         key=lambda b: b.bound))
     return replace(

@@ -66,6 +66,7 @@ def test_the_bound_s_boxes_on_paths_hold_the_optimum(seed: int, lam: float) -> N
     assert better[1] == evaluate(inst, better[0]).objective
     assert info["objective"] == better[1]
     assert info["sets"] == 1 and info["orders"] == math.factorial(len(pb.site_sets[0]))
+    assert info["searched"] == [list(pb.site_sets[0])]
     assert int(info["plans"]) >= 1  # type: ignore[call-overload]
     # Every plan found visits the sites of the set only.
     cl = bounds.clusters(inst)
@@ -81,7 +82,7 @@ def test_no_time_no_plan() -> None:
     start_obj = evaluate(inst, start).objective
     pb = instance_bound(inst, start_obj, 1.0, 600.0)
     found, info = improve_on_site_paths(inst, pb, (start, start_obj), 0.0, lambda: False)
-    assert found is None and info["plans"] == 0
+    assert found is None and info["plans"] == 0 and info["searched"] == []
     found, info = improve_on_site_paths(inst, pb, (start, start_obj), 600.0, lambda: True)
     assert found is None and info["plans"] == 0
 

@@ -236,7 +236,7 @@ def test_the_memetic_algorithm_runs_before_the_site_searches_and_branching(
                    seconds: float, stopped: object) -> tuple[None, dict[str, object]]:
         order.append("paths")
         seen.append(incumbent[1])
-        return None, {}
+        return None, {"searched": []}
 
     def fake_subsets(instance: Instance, site_sets: object, incumbent: object,
                      seconds: float, **kw: object) -> tuple[None, dict[str, list[object]]]:
@@ -448,8 +448,8 @@ def test_the_site_path_search_runs_again_on_branching_s_open_sets(
                    seconds: float, stopped: object) -> tuple[Any, dict[str, object]]:
         order.append("paths")
         calls.append(tuple(bound.site_sets))
-        if len(calls) == 1:
-            return None, {}
+        if len(calls) == 1:  # (1, 2) begun, then cut off by the clock
+            return None, {"searched": [[0, 1]]}
         return (better, float(evaluate(inst, better).objective)), {"stub": 1}
 
     monkeypatch.setattr(site_subsets, "_PATHS_AFTER_BRANCHING", on)
@@ -467,8 +467,9 @@ def test_the_site_path_search_runs_again_on_branching_s_open_sets(
                                          SlicedParams.parse({}), 0.5, pb, best, [], info)
     assert calls[0] == ((0, 1), (1, 2), (0, 2))
     if on:
-        # (1, 2) was searched before branching (the first two sets are); (0, 2) was not.
-        assert calls[1:] == [((0, 1, 2), (0, 2))]
+        # (0, 1) was searched to the end before branching; (1, 2) was cut off, so it is
+        # searched again, with the sets none searched.
+        assert calls[1:] == [((1, 2), (0, 1, 2), (0, 2))]
         assert info["site_paths_after"] == {"stub": 1}
         assert got is not None and got[0] == better
         assert order == ["paths", "memetic", "paths"]
