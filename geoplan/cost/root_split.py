@@ -38,6 +38,12 @@ __all__ = ["SERIAL_BOXES", "split_bound"]
 #: region of the (stage count, bottleneck) plane the search will refine, few enough
 #: that the split comes early (about 4 s at metro N=128 L=96).
 SERIAL_BOXES = 40
+#: Pools of fewer GPUs search in one process. At N=64 L=48 the root search took 2-13 s of
+#: 120 s and splitting it gained at most 3 s; it also changed which of the near-equal least
+#: boxes the primal searches start from (their site sets), and on the two N=64 instances of
+#: bench/root_split.py (seeds 401 and 179) the plans found were worse. At N=128 L=96 lambda
+#: 0.5 it took 21-52 s, and split up to 12 s less.
+MIN_GPUS = 96
 #: Whether :func:`split_bound` splits at all (a switch for benches: False, one process).
 SPLIT = True
 #: Seconds between two looks at the parts' bounds and at ``stop()``.
@@ -52,11 +58,12 @@ def split_bound(c: Coefficients, layers: int, cluster: np.ndarray, weights: Obje
     """:func:`~geoplan.cost.parametric.parametric_bound` of the whole pool (arguments as
     there), its search split over ``workers`` processes after ``serial_boxes`` boxes.
 
-    In one process (``workers`` < 2, no fork, or a search over by then) it is that search.
+    In one process (``workers`` < 2, fewer than :data:`MIN_GPUS` GPUs, no fork, or a search
+    over by then) it is that search.
     """
     t0 = time.perf_counter()
     tables = parametric.box_tables(c, layers, cluster)
-    whole = not SPLIT or workers < 2 or not forkpool.available()
+    whole = not SPLIT or workers < 2 or c.n < MIN_GPUS or not forkpool.available()
     first = parametric.parametric_bound(
         c, layers, cluster, weights, incumbent=incumbent, deadline=deadline, stop=stop,
         progress=progress, tables=tables, max_boxes=None if whole else serial_boxes)

@@ -41,6 +41,7 @@ def test_split_search_stays_below_the_optimum_and_reports_rising_bounds(
     """After a few boxes here, two forked parts go on from the open boxes: the bound is
     the least of theirs, never above the optimum, and the search ends (no deadline)."""
     args, opt = _setup(seed, lam)
+    monkeypatch.setattr(root_split, "MIN_GPUS", 2)
     monkeypatch.setattr(root_split, "ForkPool", _CountingPool)
     monkeypatch.setattr(root_split, "_POLL_S", 0.01)
     _CountingPool.made = 0
@@ -61,12 +62,18 @@ def test_split_search_stays_below_the_optimum_and_reports_rising_bounds(
 
 
 @needs_fork
-def test_one_worker_is_the_plain_search() -> None:
+def test_one_worker_or_a_small_pool_is_the_plain_search(monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
     args, opt = _setup(5, 0.5)
+    plain = parametric_bound(*args, incumbent=opt)
+    monkeypatch.setattr(root_split, "ForkPool", None)  # a fork would fail
     one = root_split.split_bound(*args, incumbent=opt, deadline=None, workers=1,
                                  serial_boxes=4)
-    plain = parametric_bound(*args, incumbent=opt)
-    assert (one.value, one.boxes, one.dp_calls) == (plain.value, plain.boxes, plain.dp_calls)
+    small = root_split.split_bound(*args, incumbent=opt, deadline=None, workers=2,
+                                   serial_boxes=4)  # 12 GPUs < MIN_GPUS
+    for pb in (one, small):
+        assert (pb.value, pb.boxes, pb.dp_calls, pb.parts) == (plain.value, plain.boxes,
+                                                               plain.dp_calls, 0)
 
 
 @needs_fork
@@ -85,6 +92,7 @@ def test_stop_reaches_the_parts(monkeypatch: pytest.MonkeyPatch) -> None:
             split["on"] = True
 
     monkeypatch.setattr(root_split, "ForkPool", Pool)
+    monkeypatch.setattr(root_split, "MIN_GPUS", 2)
     pb = root_split.split_bound(*args, incumbent=None, deadline=None, workers=2,
                                 serial_boxes=8, stop=lambda: split["on"])
     assert split["on"]
