@@ -25,7 +25,8 @@ OUT = Path(__file__).resolve().parent / "results" / "root-split" / "results.json
 #: family:N:L:instance seed:lambda. 983 and 991 (metro N=128 lambda 0.5, the closest to
 #: their goal in the last sweep) led to the change; 1013 and 1019 (metro and geo) were not
 #: run before it was written; 401 (N=64 lambda 0.5) and 179 (N=64 lambda 1) are the
-#: earlier benches' unproven instances at the smaller size.
+#: earlier benches' unproven instances at the smaller size, below ``MIN_GPUS`` since
+#: 72e149a (both arms then search in one process: a check that nothing moved there).
 CASES = ("metro:128:96:983:0.5", "metro:128:96:991:0.5", "metro:128:96:1013:0.5",
          "metro:128:96:1019:0.5", "geo:128:96:1013:0.5", "metro:64:48:401:0.5",
          "metro:64:48:179:1")

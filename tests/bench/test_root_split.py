@@ -54,8 +54,11 @@ def test_the_stored_figures_are_the_ones_the_results_readme_states() -> None:
     root search's seconds on the instances that led to the change."""
     count, lines, readme = stored_table(bench.OUT, bench.summary)
     assert count == 2 * len(bench.CASES)
-    for line in lines[-4:]:
-        assert f"\n{line}\n" in readme
+    # The root search's table and its ratio, whole.
+    second = lines[next(i for i, x in enumerate(lines) if "| root search, split" in x):]
+    assert "\n" + "\n".join(second) + "\n" in readme
+    proven = next(x for x in lines if x.startswith("proven:"))
+    assert f"\n{proven}\n" in readme
     rows = [json.loads(x) for x in bench.OUT.read_text().splitlines() if x]
     text = " ".join(readme.split())
     loads = [r["load_before"] for r in rows]
@@ -63,6 +66,6 @@ def test_the_stored_figures_are_the_ones_the_results_readme_states() -> None:
     by = {(r["instance"], r[bench.KEY]): r for r in rows}
     for seed in (983, 991):
         on, off = by[f"metro-n128-l96-s{seed}", True], by[f"metro-n128-l96-s{seed}", False]
-        assert (f"seed {seed}: root search {on['bound_s']:.1f} s split against "
+        assert (f"Seed {seed}: root search {on['bound_s']:.1f} s split against "
                 f"{off['bound_s']:.1f} s, {paired.status_cell(on)} against "
                 f"{paired.status_cell(off)}") in text
