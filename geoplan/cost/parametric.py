@@ -131,7 +131,7 @@ import heapq
 import itertools
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -2158,7 +2158,6 @@ def parametric_bound(
     ordered = sorted(heap)
     boxes = merge_boxes([Box(float(v), qa, qb, za, zb, min(s for _, s in cases))
                          for v, _, qa, qb, za, zb, cases, _, _ in ordered])
-    site_sets: list[tuple[int, ...]] = []
     hints: list[tuple[float, tuple[int, ...]]] = []
     configs: list[tuple[tuple[int, int, int], ...]] = []
     if bx.n_sites >= 2 and not (stop is not None and stop()):
@@ -2166,15 +2165,23 @@ def parametric_bound(
         for v, _, qa, qb, za, zb, cases, _, _ in ordered[:1 if late else HINT_BOXES]:
             used = tuple(int(labels[i]) for i in bx.minimiser_sites(qa, qb, za, zb, cases))
             hints.append((float(v), used))
-            if used and used not in site_sets:
-                site_sets.append(used)
             if path is not None:
                 found = tuple(bx.minimiser())
                 if found and found not in configs:
                     configs.append(found)
     return ParametricBound(float(value), n_boxes, bx.dp_calls, time.perf_counter() - t0,
-                           exhausted, boxes, bx.transitions_summary, tuple(site_sets),
+                           exhausted, boxes, bx.transitions_summary, hint_sets(hints),
                            configs=tuple(configs), hints=tuple(hints))
+
+
+def hint_sets(hints: Iterable[tuple[float, tuple[int, ...]]]) -> tuple[tuple[int, ...], ...]:
+    """The distinct site sets of ``hints`` (:attr:`ParametricBound.hints`), in their order,
+    empty ones left out: a search's :attr:`ParametricBound.site_sets`."""
+    out: list[tuple[int, ...]] = []
+    for _, used in hints:
+        if used and used not in out:
+            out.append(used)
+    return tuple(out)
 
 
 def path_minimisers(c: Coefficients, layers: int, cluster: np.ndarray,

@@ -105,8 +105,8 @@ def split_bound(c: Coefficients, layers: int, cluster: np.ndarray, weights: Obje
                 if low > reported:
                     reported = low
                     progress(low)
-    return replace(merge(first, [done[k] for k in range(workers)], incumbent),
-                   seconds=time.perf_counter() - t0)
+    return merge(first, [done[k] for k in range(workers)], incumbent,
+                 time.perf_counter() - t0)
 
 
 def _over(done: list[ParametricBound], running: list[int], shown: Sequence[float]) -> bool:
@@ -118,10 +118,11 @@ def _over(done: list[ParametricBound], running: list[int], shown: Sequence[float
 
 
 def merge(first: ParametricBound, parts: list[ParametricBound],
-          incumbent: float | None) -> ParametricBound:
-    """One search's outcome of the ``parts`` that went on from ``first``'s open boxes:
-    the least bound, every part's open boxes, the least part's transition prices, and the
-    site sets of the least boxes the parts read (:attr:`ParametricBound.hints`)."""
+          incumbent: float | None, seconds: float) -> ParametricBound:
+    """One search's outcome, taking ``seconds`` in all, of the ``parts`` that went on from
+    ``first``'s open boxes: the least bound, every part's open boxes, the least part's
+    transition prices, and the site sets of the least boxes the parts read
+    (:attr:`ParametricBound.hints`)."""
     ordered = sorted(parts, key=lambda pb: pb.value)
     value = ordered[0].value
     # The bound cannot rise any more once every part holding it is final; the others
@@ -131,15 +132,12 @@ def merge(first: ParametricBound, parts: list[ParametricBound],
         value, exhausted = float(incumbent), True
     # The sites of the least boxes any part read, as the one search reads its least boxes.
     read = sorted((h for pb in parts for h in pb.hints), key=lambda h: h[0])
-    sets: list[tuple[int, ...]] = []
-    for _, used in read[:parametric.HINT_BOXES]:
-        if used and used not in sets:
-            sets.append(used)
     boxes: list[Box] = list(heapq.merge(*(pb.open_boxes for pb in parts),
                                         key=lambda b: b.bound))
     return replace(
         first, value=float(value), boxes=first.boxes + sum(pb.boxes for pb in parts),
         dp_calls=first.dp_calls + sum(pb.dp_calls for pb in parts),
-        seconds=first.seconds + max(pb.seconds for pb in parts), exhausted=exhausted,
-        open_boxes=tuple(boxes), transitions=ordered[0].transitions, site_sets=tuple(sets),
+        seconds=seconds, exhausted=exhausted,
+        open_boxes=tuple(boxes), transitions=ordered[0].transitions,
+        site_sets=parametric.hint_sets(read[:parametric.HINT_BOXES]),
         parts=len(parts))

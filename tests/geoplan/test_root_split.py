@@ -115,19 +115,20 @@ def test_merge_takes_the_least_part_and_every_box() -> None:
     first = _part(1.0, False, ((0,),), (1.0, 1.5))
     low = _part(2.0, True, ((0, 1), (1,), (0,)), (2.0, 4.0, 4.5))
     high = _part(3.0, False, ((1,), (2,), (0, 1)), (3.0, 3.5, 3.7))
-    out = root_split.merge(first, [high, low], None)
+    out = root_split.merge(first, [high, low], None, 7.0)
     assert out.value == 2.0 and out.exhausted  # the part holding the bound is final
     assert [b.bound for b in out.open_boxes] == [2.0, 3.0, 3.5, 3.7, 4.0, 4.5]
     # The sites of the four least boxes of all parts, least first, no repeats.
     assert out.site_sets == ((0, 1), (1,), (2,))
     assert out.transitions == {"of": 2.0}  # the least part's
     assert out.parts == 2 and out.summary()["parts"] == 2
-    assert (out.boxes, out.dp_calls) == (2 + 3 + 3, 4 + 6 + 6)
+    assert (out.boxes, out.dp_calls, out.seconds) == (2 + 3 + 3, 4 + 6 + 6, 7.0)
     # A part at the same least bound that is not final keeps the search open.
-    assert not root_split.merge(first, [low, _part(2.0, False, (), (2.0,))], None).exhausted
+    assert not root_split.merge(first, [low, _part(2.0, False, (), (2.0,))], None,
+                                 7.0).exhausted
     # Every part at the incumbent: the incumbent is the bound, and it is final.
     capped = root_split.merge(first, [_part(5.0, True, (), ()), _part(5.0, False, (), ())],
-                              5.0)
+                              5.0, 7.0)
     assert capped.value == 5.0 and capped.exhausted
 
 
